@@ -1,0 +1,76 @@
+// Environment shared by every part of the stack. Each part parses its own env once at start-up
+// (see its src/env.ts) and fails fast; this module holds the pieces they have in common, so the
+// orchestrator, the CLI, the gateway and the services agree on addresses without talking.
+import { z } from 'zod';
+
+export const SERVICES = ['accounts', 'commerce', 'messaging', 'webhooks'] as const;
+export type ServiceName = (typeof SERVICES)[number];
+
+/** Offset of each service's port from the gateway's PORT, when its *_URL is not given. */
+const PORT_OFFSET: Record<ServiceName, number> = { accounts: 1, commerce: 2, messaging: 3, webhooks: 4 };
+
+export const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/postgres';
+export const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222';
+
+const port = z.coerce.number().int().min(1).max(65535);
+
+export const baseEnvSchema = z.object({
+  HOST: z.string().min(1).default('127.0.0.1'),
+  PORT: port.default(8080),
+  DATABASE_URL: z.string().url().default(DEFAULT_DATABASE_URL),
+  NATS_URL: z.string().min(1).default(DEFAULT_NATS_URL),
+  /** Prefix of every JetStream stream, subject and consumer name; tests use a unique one per run. */
+  MCS_NATS_PREFIX: z
+    .string()
+    .regex(/^[a-z][a-z0-9_]*$/, 'lower-case letters, digits and _')
+    .default('mcs'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+export type BaseEnv = z.infer<typeof baseEnvSchema>;
+
+/**
+ * Parses `source` with `schema`, or exits the process with one clear line per bad variable.
+ * Config is read once, at start-up: a bad value should stop the process before it serves anything.
+ */
+export function parseEnv<S extends z.ZodType>(schema: S, source: NodeJS.ProcessEnv = process.env): z.infer<S> {
+  const result = schema.safeParse(source);
+  if (result.success) return result.data;
+  const lines = result.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
+  process.stderr.write(`invalid environment:\n${lines.join('\n')}\n`);
+  process.exit(78); // EX_CONFIG
+}
+
+/** Where each service listens: `<NAME>_URL` if set, else http://127.0.0.1:(PORT + offset). */
+export function serviceUrl(name: ServiceName, env: NodeJS.ProcessEnv = process.env): string {
+  const explicit = env[`${name.toUpperCase()}_URL`];
+  if (explicit) return explicit;
+  const gatewayPort = Number(env.PORT ?? 8080);
+  return `http://127.0.0.1:${gatewayPort + PORT_OFFSET[name]}`;
+}
+
+/** The port a service binds, taken from its URL. */
+export function servicePort(name: ServiceName, env: NodeJS.ProcessEnv = process.env): number {
+  return Number(new URL(serviceUrl(name, env)).port);
+}
+
+/** Parses a duration like `250ms`, `30s`, `5m`, `2h` into milliseconds. */
+export function parseDuration(text: string): number {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$/.exec(text);
+  if (!m) throw new Error(`not a duration: "${text}" (use a number and one of ms, s, m, h)`);
+  const unit = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 }[m[2] as 'ms' | 's' | 'm' | 'h'];
+  return Math.round(Number(m[1]) * unit);
+}
+
+export const duration = z.string().transform((s, ctx) => {
+  try {
+    return parseDuration(s);
+  } catch (e) {
+    ctx.addIssue({ code: 'custom', message: (e as Error).message });
+    return z.NEVER;
+  }
+});
+
+export const booleanFlag = z
+  .enum(['true', 'false', '1', '0', ''])
+  .default('false')
+  .transform((v) => v === 'true' || v === '1');

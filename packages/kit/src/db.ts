@@ -1,0 +1,48 @@
+// PostgreSQL access shared by the services: one pool per process, drizzle on top, and the
+// start-up migration step. Each service owns one schema and its own migrations folder.
+import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
+import { migrate } from 'drizzle-orm/node-postgres/migrator';
+import pg from 'pg';
+
+export type Db = NodePgDatabase<Record<string, unknown>>;
+/** Anything that can run a query: the pool-backed db or a transaction. */
+export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0] | Db;
+
+export interface Database {
+  pool: pg.Pool;
+  db: Db;
+  close(): Promise<void>;
+}
+
+// int8 (bigint) columns arrive as JS numbers: every int8 we store (money, counts, sequence
+// numbers) stays far below 2^53.
+pg.types.setTypeParser(20, (v) => Number(v));
+
+export function createDatabase(url: string, opts: { max?: number; name: string }): Database {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: opts.max ?? 16,
+    application_name: `mcs-${opts.name}`,
+    idleTimeoutMillis: 30_000,
+    connectionTimeoutMillis: 10_000,
+  });
+  // An idle client losing its server (Postgres restart) must not crash the process.
+  pool.on('error', () => {});
+  const db = drizzle(pool) as Db;
+  return { pool, db, close: () => pool.end() };
+}
+
+/**
+ * Applies the service's drizzle migrations. Every service migrates at start-up, so they take one
+ * advisory lock in turn; each keeps its own journal table.
+ */
+export async function migrateSchema(database: Database, migrationsFolder: string, service: string): Promise<void> {
+  const lock = await database.pool.connect();
+  try {
+    await lock.query('select pg_advisory_lock(74201)');
+    await migrate(database.db, { migrationsFolder, migrationsTable: `__migrations_${service}` });
+  } finally {
+    await lock.query('select pg_advisory_unlock(74201)').catch(() => {});
+    lock.release();
+  }
+}

@@ -1,0 +1,52 @@
+// Input rules shared by several services. Each failure is the catalog error naming the param.
+import { apiError } from '@mcs/errors';
+
+const E164 = /^\+[1-9]\d{7,14}$/;
+const CURRENCY = /^[A-Z]{3}$/;
+
+export function requireText(value: string | undefined, param: string, max = 500): string {
+  const v = value?.trim() ?? '';
+  if (v === '') throw apiError('missing_required_field', { param, message: `Missing required parameter: ${param}.` });
+  if (v.length > max) throw apiError('invalid_value', { param, message: `${param} must be at most ${max} characters.` });
+  return v;
+}
+
+export function optionalText(value: string | undefined, param: string, max = 500): string | undefined {
+  if (value === undefined) return undefined;
+  if (value.length > max) throw apiError('invalid_value', { param, message: `${param} must be at most ${max} characters.` });
+  return value;
+}
+
+export function requirePhone(value: string | undefined, param: string): string {
+  const v = requireText(value, param, 32);
+  if (!E164.test(v)) throw apiError('invalid_phone', { param });
+  return v;
+}
+
+export function requireCurrency(value: string | undefined, param: string): string {
+  const v = requireText(value, param, 3);
+  if (!CURRENCY.test(v)) throw apiError('invalid_currency', { param });
+  return v;
+}
+
+/** A positive integer (quantities) or a non-negative one (amounts), at most `max`. */
+export function requireInteger(
+  value: number | undefined,
+  param: string,
+  { min, max }: { min: number; max: number },
+): number {
+  if (value === undefined) throw apiError('missing_required_field', { param, message: `Missing required parameter: ${param}.` });
+  if (!Number.isSafeInteger(value) || value < min || value > max) {
+    throw apiError('invalid_value', { param, message: `${param} must be an integer from ${min} to ${max}.` });
+  }
+  return value;
+}
+
+/** `limit` of list routes: 1–100, default 10. */
+export function listLimit(limit: number | undefined): number {
+  if (limit === undefined || limit === 0) return 10;
+  if (!Number.isInteger(limit) || limit < 1 || limit > 100) {
+    throw apiError('invalid_value', { param: 'limit', message: 'limit must be an integer from 1 to 100.' });
+  }
+  return limit;
+}

@@ -1,0 +1,27 @@
+// Generated protobuf code for every mcs API (see proto/ and `pnpm generate`), one namespace per
+// proto package, plus a registry of all files so descriptor-driven code (the gateway's routes,
+// REST rendering, OpenAPI) can see every service and message.
+import { createRegistry } from '@bufbuild/protobuf';
+import { file_mcs_accounts_v1_accounts } from './gen/mcs/accounts/v1/accounts_pb.js';
+import { file_mcs_commerce_v1_commerce } from './gen/mcs/commerce/v1/commerce_pb.js';
+import { file_mcs_events_v1_events } from './gen/mcs/events/v1/events_pb.js';
+import { file_mcs_messaging_v1_messaging } from './gen/mcs/messaging/v1/messaging_pb.js';
+import { file_mcs_webhooks_v1_webhooks } from './gen/mcs/webhooks/v1/webhooks_pb.js';
+
+export * as accounts from './gen/mcs/accounts/v1/accounts_pb.js';
+export * as api from './gen/mcs/api/v1/annotations_pb.js';
+export * as commerce from './gen/mcs/commerce/v1/commerce_pb.js';
+export * as events from './gen/mcs/events/v1/events_pb.js';
+export * as messaging from './gen/mcs/messaging/v1/messaging_pb.js';
+export * as webhooks from './gen/mcs/webhooks/v1/webhooks_pb.js';
+
+/** Every mcs proto file; add a new file here and it joins the REST API. */
+export const files = [
+  file_mcs_accounts_v1_accounts,
+  file_mcs_commerce_v1_commerce,
+  file_mcs_events_v1_events,
+  file_mcs_messaging_v1_messaging,
+  file_mcs_webhooks_v1_webhooks,
+];
+
+export const registry = createRegistry(...files);

@@ -1,0 +1,189 @@
+// REST JSON → proto message init, the inverse of render.ts, for request bodies, path and query
+// parameters. Strict: unknown names, wrong JSON types and unknown enum words are refused with the
+// offending parameter named, so a handler only ever sees well-typed input.
+import { type DescField, type DescMessage, getOption, hasOption, ScalarType } from '@bufbuild/protobuf';
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import type { ErrorCode } from '@mcs/errors';
+import { api } from '@mcs/proto';
+import { enumValueName, isInternal } from './render.ts';
+
+export class DecodeError extends Error {
+  readonly code: ErrorCode;
+  readonly param: string | undefined;
+  constructor(code: ErrorCode, param: string | undefined, message: string) {
+    super(message);
+    this.code = code;
+    this.param = param;
+  }
+}
+
+function isRequired(field: DescField): boolean {
+  return hasOption(field, api.field) && getOption(field, api.field).required;
+}
+
+function isOutputOnly(field: DescField): boolean {
+  return hasOption(field, api.field) && getOption(field, api.field).output_only;
+}
+
+const join = (prefix: string, name: string) => (prefix ? `${prefix}.${name}` : name);
+
+/** Checks a parsed JSON value against `desc` and returns the init object for `create(desc, …)`. */
+export function decodeObject(desc: DescMessage, value: unknown, path = ''): Record<string, unknown> {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new DecodeError('invalid_type', path || undefined, `${path || 'The request body'} must be a JSON object.`);
+  }
+  const input = value as Record<string, unknown>;
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(input)) {
+    const field = desc.fields.find((f) => f.name === key);
+    if (!field || isInternal(field) || isOutputOnly(field)) {
+      throw new DecodeError('unknown_parameter', join(path, key), `Unknown parameter: ${join(path, key)}.`);
+    }
+  }
+  for (const field of desc.fields) {
+    const param = join(path, field.name);
+    const raw = input[field.name];
+    if (raw === undefined || raw === null) {
+      if (isRequired(field)) {
+        throw new DecodeError('missing_required_field', param, `Missing required parameter: ${param}.`);
+      }
+      continue;
+    }
+    const decoded = decodeField(field, raw, param);
+    if (field.oneof) out[field.oneof.localName] = { case: field.localName, value: decoded };
+    else out[field.localName] = decoded;
+  }
+  return out;
+}
+
+function decodeField(field: DescField, raw: unknown, param: string): unknown {
+  switch (field.fieldKind) {
+    case 'scalar':
+      return decodeScalar(field.scalar, raw, param);
+    case 'enum':
+      return decodeEnum(field, raw, param);
+    case 'message':
+      return decodeMessageValue(field.message, raw, param);
+    case 'list': {
+      if (!Array.isArray(raw)) throw new DecodeError('invalid_type', param, `${param} must be an array.`);
+      return raw.map((item, i) => {
+        const p = `${param}[${i}]`;
+        switch (field.listKind) {
+          case 'scalar':
+            return decodeScalar(field.scalar, item, p);
+          case 'enum':
+            return decodeEnum(field, item, p);
+          case 'message':
+            return decodeMessageValue(field.message, item, p);
+          default: {
+            const never: never = field;
+            throw new Error(`unhandled list kind ${String(never)}`);
+          }
+        }
+      });
+    }
+    case 'map': {
+      if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
+        throw new DecodeError('invalid_type', param, `${param} must be an object.`);
+      }
+      const out: Record<string, unknown> = {};
+      for (const [k, v] of Object.entries(raw)) {
+        const p = `${param}.${k}`;
+        switch (field.mapKind) {
+          case 'scalar':
+            out[k] = decodeScalar(field.scalar, v, p);
+            break;
+          case 'enum':
+            out[k] = decodeEnum(field, v, p);
+            break;
+          case 'message':
+            out[k] = decodeMessageValue(field.message, v, p);
+            break;
+          default: {
+            const never: never = field;
+            throw new Error(`unhandled map kind ${String(never)}`);
+          }
+        }
+      }
+      return out;
+    }
+    default: {
+      const never: never = field;
+      throw new Error(`unhandled field kind ${String(never)}`);
+    }
+  }
+}
+
+function decodeEnum(field: DescField & { enum: NonNullable<DescField['enum']> }, raw: unknown, param: string): number {
+  const words = field.enum.values.map((v) => enumValueName(field.enum, v.number)).filter((w) => w !== null);
+  const value = field.enum.values.find((v) => v.number !== 0 && enumValueName(field.enum, v.number) === raw);
+  if (typeof raw !== 'string' || !value) {
+    throw new DecodeError('invalid_value', param, `${param} must be one of: ${words.join(', ')}.`);
+  }
+  return value.number;
+}
+
+function decodeMessageValue(desc: DescMessage, raw: unknown, param: string): unknown {
+  if (desc.typeName === 'google.protobuf.Timestamp') {
+    const ms = typeof raw === 'string' ? Date.parse(raw) : Number.NaN;
+    if (Number.isNaN(ms)) throw new DecodeError('invalid_type', param, `${param} must be an ISO 8601 timestamp.`);
+    return timestampFromDate(new Date(ms));
+  }
+  return decodeObject(desc, raw, param);
+}
+
+const INT32 = [ScalarType.INT32, ScalarType.SINT32, ScalarType.SFIXED32];
+const UINT32 = [ScalarType.UINT32, ScalarType.FIXED32];
+const INT64 = [ScalarType.INT64, ScalarType.SINT64, ScalarType.SFIXED64, ScalarType.UINT64, ScalarType.FIXED64];
+
+function decodeScalar(type: ScalarType, raw: unknown, param: string): unknown {
+  switch (type) {
+    case ScalarType.STRING:
+      if (typeof raw !== 'string') throw new DecodeError('invalid_type', param, `${param} must be a string.`);
+      return raw;
+    case ScalarType.BOOL:
+      if (typeof raw !== 'boolean') throw new DecodeError('invalid_type', param, `${param} must be a boolean.`);
+      return raw;
+    case ScalarType.DOUBLE:
+    case ScalarType.FLOAT:
+      if (typeof raw !== 'number') throw new DecodeError('invalid_type', param, `${param} must be a number.`);
+      return raw;
+    case ScalarType.BYTES:
+      throw new DecodeError('unknown_parameter', param, `${param} cannot be set.`);
+    default: {
+      if (typeof raw !== 'number' || !Number.isInteger(raw)) {
+        throw new DecodeError('invalid_type', param, `${param} must be an integer.`);
+      }
+      const [min, max] = INT32.includes(type)
+        ? [-(2 ** 31), 2 ** 31 - 1]
+        : UINT32.includes(type)
+          ? [0, 2 ** 32 - 1]
+          : INT64.includes(type)
+            ? [Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER]
+            : [0, 0];
+      if (raw < min || raw > max) {
+        throw new DecodeError('invalid_value', param, `${param} must be between ${min} and ${max}.`);
+      }
+      return raw;
+    }
+  }
+}
+
+/**
+ * Query and path parameters arrive as strings: coerce each to the JSON type its field wants,
+ * then decode as a body would be.
+ */
+export function decodeParams(desc: DescMessage, params: Record<string, string>): Record<string, unknown> {
+  const json: Record<string, unknown> = {};
+  for (const [key, text] of Object.entries(params)) {
+    const field = desc.fields.find((f) => f.name === key);
+    if (field?.fieldKind === 'scalar') {
+      if (field.scalar === ScalarType.STRING) json[key] = text;
+      else if (field.scalar === ScalarType.BOOL) json[key] = text === 'true' ? true : text === 'false' ? false : text;
+      else json[key] = /^-?\d+(\.\d+)?$/.test(text) ? Number(text) : text;
+    } else {
+      json[key] = text;
+    }
+  }
+  return decodeObject(desc, json);
+}

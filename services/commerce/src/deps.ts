@@ -1,0 +1,8 @@
+import type { Db } from '@mcs/kit/db';
+import type { Relay } from '@mcs/kit/outbox';
+
+/** What the handlers need, built once in main.ts (and by the tests). */
+export interface Deps {
+  db: Db;
+  relay: Relay;
+}

@@ -1,0 +1,33 @@
+// The commerce service: products, orders and payments, and their events (via the outbox).
+import { fileURLToPath } from 'node:url';
+import { createDatabase, migrateSchema } from '@mcs/kit/db';
+import { createLogger } from '@mcs/kit/log';
+import { connectNats, ensureStream, streamNames } from '@mcs/kit/nats';
+import { startRelay } from '@mcs/kit/outbox';
+import { errorLogger, runProcess, startConnectServer } from '@mcs/kit/server';
+import { loadEnv } from './env.ts';
+import { routes } from './routes.ts';
+
+const env = loadEnv();
+const log = createLogger('commerce', env.LOG_LEVEL);
+
+await runProcess(log, async () => {
+  const database = createDatabase(env.DATABASE_URL, { name: 'commerce' });
+  await migrateSchema(database, fileURLToPath(new URL('../drizzle', import.meta.url)), 'commerce');
+  const nc = await connectNats(env.NATS_URL, 'commerce');
+  const names = streamNames(env.MCS_NATS_PREFIX);
+  await ensureStream(await nc.jetstreamManager(), names);
+  const relay = startRelay({ pool: database.pool, schema: 'commerce', js: nc.jetstream(), names, log });
+  const server = await startConnectServer({
+    routes: routes({ db: database.db, relay }),
+    port: env.port,
+    interceptors: [errorLogger(log)],
+  });
+  log.info({ port: server.port }, 'commerce listening');
+  return async () => {
+    await server.close();
+    await relay.stop();
+    await nc.drain();
+    await database.close();
+  };
+});
