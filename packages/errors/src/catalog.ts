@@ -42,7 +42,7 @@ export const catalog = {
   invalid_currency: {
     type: 'invalid_request_error',
     message: 'Currencies are three upper-case letters (ISO 4217), e.g. "EUR".',
-    doc: 'Currencies are given as ISO 4217 codes of three upper-case letters. Amounts are integers in the currency\'s minor unit.',
+    doc: "Currencies are given as ISO 4217 codes of three upper-case letters. Amounts are integers in the currency's minor unit.",
   },
   invalid_url: {
     type: 'invalid_request_error',
@@ -106,7 +106,7 @@ export const catalog = {
   invalid_state_transition: {
     type: 'invalid_request_error',
     message: 'The resource cannot make this transition from its current state.',
-    doc: 'The action is not allowed in the resource\'s current status (e.g. fulfilling an unpaid order).',
+    doc: "The action is not allowed in the resource's current status (e.g. fulfilling an unpaid order).",
   },
   api_key_missing: {
     type: 'authentication_error',
@@ -136,7 +136,7 @@ export const catalog = {
   api_error: {
     type: 'api_error',
     message: 'Something went wrong on our side. It has been logged with the Request-Id.',
-    doc: 'An unexpected fault on the service side. It is logged under the request\'s `Request-Id`; contact support if it persists.',
+    doc: "An unexpected fault on the service side. It is logged under the request's `Request-Id`; contact support if it persists.",
   },
   service_unavailable: {
     type: 'api_error',

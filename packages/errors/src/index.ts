@@ -3,7 +3,14 @@
 import { create } from '@bufbuild/protobuf';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { api } from '@mcs/proto';
-import { type CatalogEntry, catalog, type ErrorCode, type ErrorType, isErrorCode, statusOf } from './catalog.ts';
+import {
+  type CatalogEntry,
+  catalog,
+  type ErrorCode,
+  type ErrorType,
+  isErrorCode,
+  statusOf,
+} from './catalog.ts';
 
 export { type CatalogEntry, catalog, type ErrorCode, type ErrorType, isErrorCode, statusOf };
 
@@ -46,9 +53,13 @@ export interface RenderedError {
 /** The spec's envelope (7.1) for a catalog code. */
 export function renderError(code: ErrorCode, docsUrl: string, opts: ErrorOptions = {}): RenderedError {
   const entry: CatalogEntry = catalog[code];
-  const error: ErrorBody['error'] = { type: entry.type, code, message: opts.message ?? entry.message };
-  if (opts.param) error.param = opts.param;
-  error.doc_url = `${docsUrl}/errors#${code}`;
+  const error: ErrorBody['error'] = {
+    type: entry.type,
+    code,
+    message: opts.message ?? entry.message,
+    ...(opts.param ? { param: opts.param } : {}),
+    doc_url: `${docsUrl}/errors#${code}`,
+  };
   return { status: statusOf(code), code, body: { error } };
 }
 

@@ -1,7 +1,7 @@
 // Who a call is for. The gateway authenticates the API key and passes the account and mode to
 // the services as metadata; services trust it because only the gateway (and tests, and
 // operators' gRPC tools) reach them, never the public network.
-import { type HandlerContext, Code, ConnectError } from '@connectrpc/connect';
+import { Code, ConnectError, type HandlerContext } from '@connectrpc/connect';
 
 export const CALLER_HEADERS = {
   account: 'mcs-account',

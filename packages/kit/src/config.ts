@@ -32,7 +32,10 @@ export type BaseEnv = z.infer<typeof baseEnvSchema>;
  * Parses `source` with `schema`, or exits the process with one clear line per bad variable.
  * Config is read once, at start-up: a bad value should stop the process before it serves anything.
  */
-export function parseEnv<S extends z.ZodType>(schema: S, source: NodeJS.ProcessEnv = process.env): z.infer<S> {
+export function parseEnv<S extends z.ZodType>(
+  schema: S,
+  source: NodeJS.ProcessEnv = process.env,
+): z.infer<S> {
   const result = schema.safeParse(source);
   if (result.success) return result.data;
   const lines = result.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);

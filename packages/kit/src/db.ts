@@ -36,7 +36,11 @@ export function createDatabase(url: string, opts: { max?: number; name: string }
  * Applies the service's drizzle migrations. Every service migrates at start-up, so they take one
  * advisory lock in turn; each keeps its own journal table.
  */
-export async function migrateSchema(database: Database, migrationsFolder: string, service: string): Promise<void> {
+export async function migrateSchema(
+  database: Database,
+  migrationsFolder: string,
+  service: string,
+): Promise<void> {
   const lock = await database.pool.connect();
   try {
     await lock.query('select pg_advisory_lock(74201)');

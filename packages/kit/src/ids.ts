@@ -23,5 +23,9 @@ export function newId(prefix: string, now: number = Date.now()): string {
 
 /** True when `id` has the shape newId gives for `prefix`. */
 export function isId(prefix: string, id: string): boolean {
-  return id.length === prefix.length + 27 && id.startsWith(`${prefix}_`) && /^[0-9a-z]+$/.test(id.slice(prefix.length + 1));
+  return (
+    id.length === prefix.length + 27 &&
+    id.startsWith(`${prefix}_`) &&
+    /^[0-9a-z]+$/.test(id.slice(prefix.length + 1))
+  );
 }

@@ -103,7 +103,9 @@ export function startRelay(opts: RelayOptions): Relay {
       );
       if (rows.length > 0) {
         await Promise.all(
-          rows.map((r) => js.publish(names.subject(r.type), r.payload, { msgID: r.event_id, timeout: 5_000 })),
+          rows.map((r) =>
+            js.publish(names.subject(r.type), r.payload, { msgID: r.event_id, timeout: 5_000 }),
+          ),
         );
         await client.query(`delete from ${table} where seq = any($1::bigint[])`, [rows.map((r) => r.seq)]);
       }

@@ -6,14 +6,17 @@ const CURRENCY = /^[A-Z]{3}$/;
 
 export function requireText(value: string | undefined, param: string, max = 500): string {
   const v = value?.trim() ?? '';
-  if (v === '') throw apiError('missing_required_field', { param, message: `Missing required parameter: ${param}.` });
-  if (v.length > max) throw apiError('invalid_value', { param, message: `${param} must be at most ${max} characters.` });
+  if (v === '')
+    throw apiError('missing_required_field', { param, message: `Missing required parameter: ${param}.` });
+  if (v.length > max)
+    throw apiError('invalid_value', { param, message: `${param} must be at most ${max} characters.` });
   return v;
 }
 
 export function optionalText(value: string | undefined, param: string, max = 500): string | undefined {
   if (value === undefined) return undefined;
-  if (value.length > max) throw apiError('invalid_value', { param, message: `${param} must be at most ${max} characters.` });
+  if (value.length > max)
+    throw apiError('invalid_value', { param, message: `${param} must be at most ${max} characters.` });
   return value;
 }
 
@@ -35,7 +38,8 @@ export function requireInteger(
   param: string,
   { min, max }: { min: number; max: number },
 ): number {
-  if (value === undefined) throw apiError('missing_required_field', { param, message: `Missing required parameter: ${param}.` });
+  if (value === undefined)
+    throw apiError('missing_required_field', { param, message: `Missing required parameter: ${param}.` });
   if (!Number.isSafeInteger(value) || value < min || value > max) {
     throw apiError('invalid_value', { param, message: `${param} must be an integer from ${min} to ${max}.` });
   }

@@ -22,7 +22,7 @@ function isRequired(field: DescField): boolean {
 }
 
 function isOutputOnly(field: DescField): boolean {
-  return hasOption(field, api.field) && getOption(field, api.field).output_only;
+  return hasOption(field, api.field) && getOption(field, api.field).outputOnly;
 }
 
 const join = (prefix: string, name: string) => (prefix ? `${prefix}.${name}` : name);
@@ -30,7 +30,11 @@ const join = (prefix: string, name: string) => (prefix ? `${prefix}.${name}` : n
 /** Checks a parsed JSON value against `desc` and returns the init object for `create(desc, …)`. */
 export function decodeObject(desc: DescMessage, value: unknown, path = ''): Record<string, unknown> {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    throw new DecodeError('invalid_type', path || undefined, `${path || 'The request body'} must be a JSON object.`);
+    throw new DecodeError(
+      'invalid_type',
+      path || undefined,
+      `${path || 'The request body'} must be a JSON object.`,
+    );
   }
   const input = value as Record<string, unknown>;
   const out: Record<string, unknown> = {};
@@ -114,7 +118,11 @@ function decodeField(field: DescField, raw: unknown, param: string): unknown {
   }
 }
 
-function decodeEnum(field: DescField & { enum: NonNullable<DescField['enum']> }, raw: unknown, param: string): number {
+function decodeEnum(
+  field: DescField & { enum: NonNullable<DescField['enum']> },
+  raw: unknown,
+  param: string,
+): number {
   const words = field.enum.values.map((v) => enumValueName(field.enum, v.number)).filter((w) => w !== null);
   const value = field.enum.values.find((v) => v.number !== 0 && enumValueName(field.enum, v.number) === raw);
   if (typeof raw !== 'string' || !value) {
@@ -126,7 +134,8 @@ function decodeEnum(field: DescField & { enum: NonNullable<DescField['enum']> },
 function decodeMessageValue(desc: DescMessage, raw: unknown, param: string): unknown {
   if (desc.typeName === 'google.protobuf.Timestamp') {
     const ms = typeof raw === 'string' ? Date.parse(raw) : Number.NaN;
-    if (Number.isNaN(ms)) throw new DecodeError('invalid_type', param, `${param} must be an ISO 8601 timestamp.`);
+    if (Number.isNaN(ms))
+      throw new DecodeError('invalid_type', param, `${param} must be an ISO 8601 timestamp.`);
     return timestampFromDate(new Date(ms));
   }
   return decodeObject(desc, raw, param);
@@ -134,7 +143,13 @@ function decodeMessageValue(desc: DescMessage, raw: unknown, param: string): unk
 
 const INT32 = [ScalarType.INT32, ScalarType.SINT32, ScalarType.SFIXED32];
 const UINT32 = [ScalarType.UINT32, ScalarType.FIXED32];
-const INT64 = [ScalarType.INT64, ScalarType.SINT64, ScalarType.SFIXED64, ScalarType.UINT64, ScalarType.FIXED64];
+const INT64 = [
+  ScalarType.INT64,
+  ScalarType.SINT64,
+  ScalarType.SFIXED64,
+  ScalarType.UINT64,
+  ScalarType.FIXED64,
+];
 
 function decodeScalar(type: ScalarType, raw: unknown, param: string): unknown {
   switch (type) {
@@ -142,7 +157,8 @@ function decodeScalar(type: ScalarType, raw: unknown, param: string): unknown {
       if (typeof raw !== 'string') throw new DecodeError('invalid_type', param, `${param} must be a string.`);
       return raw;
     case ScalarType.BOOL:
-      if (typeof raw !== 'boolean') throw new DecodeError('invalid_type', param, `${param} must be a boolean.`);
+      if (typeof raw !== 'boolean')
+        throw new DecodeError('invalid_type', param, `${param} must be a boolean.`);
       return raw;
     case ScalarType.DOUBLE:
     case ScalarType.FLOAT:
@@ -164,7 +180,7 @@ function decodeScalar(type: ScalarType, raw: unknown, param: string): unknown {
       if (raw < min || raw > max) {
         throw new DecodeError('invalid_value', param, `${param} must be between ${min} and ${max}.`);
       }
-      return raw;
+      return INT64.includes(type) ? BigInt(raw) : raw;
     }
   }
 }
@@ -179,7 +195,8 @@ export function decodeParams(desc: DescMessage, params: Record<string, string>):
     const field = desc.fields.find((f) => f.name === key);
     if (field?.fieldKind === 'scalar') {
       if (field.scalar === ScalarType.STRING) json[key] = text;
-      else if (field.scalar === ScalarType.BOOL) json[key] = text === 'true' ? true : text === 'false' ? false : text;
+      else if (field.scalar === ScalarType.BOOL)
+        json[key] = text === 'true' ? true : text === 'false' ? false : text;
       else json[key] = /^-?\d+(\.\d+)?$/.test(text) ? Number(text) : text;
     } else {
       json[key] = text;

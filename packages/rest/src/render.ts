@@ -78,7 +78,11 @@ export function render(desc: DescMessage, msg: Message): JsonObject {
       if (sel.case === field.localName) out[field.name] = renderValue(field, sel.value);
       continue;
     }
-    if (field.presence !== FeatureSet_FieldPresence.IMPLICIT && field.fieldKind !== 'list' && field.fieldKind !== 'map') {
+    if (
+      field.presence !== FeatureSet_FieldPresence.IMPLICIT &&
+      field.fieldKind !== 'list' &&
+      field.fieldKind !== 'map'
+    ) {
       if (!isFieldSet(msg, field)) {
         out[field.name] = null;
         continue;

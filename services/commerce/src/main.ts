@@ -1,10 +1,10 @@
 // The commerce service: products, orders and payments, and their events (via the outbox).
-import { fileURLToPath } from 'node:url';
-import { createDatabase, migrateSchema } from '@mcs/kit/db';
+import { createDatabase } from '@mcs/kit/db';
 import { createLogger } from '@mcs/kit/log';
 import { connectNats, ensureStream, streamNames } from '@mcs/kit/nats';
 import { startRelay } from '@mcs/kit/outbox';
 import { errorLogger, runProcess, startConnectServer } from '@mcs/kit/server';
+import { migrateCommerce } from './db/migrate.ts';
 import { loadEnv } from './env.ts';
 import { routes } from './routes.ts';
 
@@ -13,7 +13,7 @@ const log = createLogger('commerce', env.LOG_LEVEL);
 
 await runProcess(log, async () => {
   const database = createDatabase(env.DATABASE_URL, { name: 'commerce' });
-  await migrateSchema(database, fileURLToPath(new URL('../drizzle', import.meta.url)), 'commerce');
+  await migrateCommerce(database);
   const nc = await connectNats(env.NATS_URL, 'commerce');
   const names = streamNames(env.MCS_NATS_PREFIX);
   await ensureStream(await nc.jetstreamManager(), names);

@@ -37,12 +37,19 @@ export function validateOrder(input: CreateOrderInput): {
   items: OrderItemRow[];
   total: number;
 } {
-  if (!input.customer) throw apiError('missing_required_field', { param: 'customer', message: 'Missing required parameter: customer.' });
+  if (!input.customer)
+    throw apiError('missing_required_field', {
+      param: 'customer',
+      message: 'Missing required parameter: customer.',
+    });
   const customerName = requireText(input.customer.name, 'customer.name', 200);
   const customerPhone = requirePhone(input.customer.phone, 'customer.phone');
   const currency = requireCurrency(input.currency, 'currency');
   if (input.items.length === 0) {
-    throw apiError('missing_required_field', { param: 'items', message: 'An order needs at least one item.' });
+    throw apiError('missing_required_field', {
+      param: 'items',
+      message: 'An order needs at least one item.',
+    });
   }
   if (input.items.length > MAX_ITEMS) {
     throw apiError('invalid_value', { param: 'items', message: `An order has at most ${MAX_ITEMS} items.` });
@@ -52,14 +59,18 @@ export function validateOrder(input: CreateOrderInput): {
     const quantity = requireInteger(item.quantity, `${p}.quantity`, { min: 1, max: MAX_QUANTITY });
     if (item.product !== undefined) {
       // Catalog products arrive with the products resource; until then a product id names nothing.
-      throw apiError('resource_missing', { param: `${p}.product`, message: `No such product: ${item.product}.` });
+      throw apiError('resource_missing', {
+        param: `${p}.product`,
+        message: `No such product: ${item.product}.`,
+      });
     }
     const name = requireText(item.name, `${p}.name`, 200);
     const unitAmount = requireInteger(item.unitAmount, `${p}.unit_amount`, { min: 0, max: MAX_AMOUNT });
     return { product: null, name, unitAmount, quantity, amount: unitAmount * quantity };
   });
   const total = items.reduce((sum, it) => sum + it.amount, 0);
-  if (total > MAX_AMOUNT) throw apiError('invalid_value', { param: 'items', message: 'The order total is too large.' });
+  if (total > MAX_AMOUNT)
+    throw apiError('invalid_value', { param: 'items', message: 'The order total is too large.' });
   return { customerName, customerPhone, currency, items, total };
 }
 
@@ -111,7 +122,9 @@ export async function getOrder(tx: Tx, caller: Caller, id: string): Promise<Orde
   const [row] = await tx
     .select()
     .from(orders)
-    .where(and(eq(orders.id, id), eq(orders.accountId, caller.accountId), eq(orders.livemode, caller.livemode)));
+    .where(
+      and(eq(orders.id, id), eq(orders.accountId, caller.accountId), eq(orders.livemode, caller.livemode)),
+    );
   if (!row) throw apiError('resource_missing', { param: 'id', message: `No such order: ${id}.` });
   return row as Order;
 }

@@ -74,7 +74,10 @@ export function orderHandlers(deps: Deps): ServiceImpl<typeof commerce.OrderServ
         limit: req.limit,
         startingAfter: req.startingAfter || undefined,
       });
-      return create(commerce.ListOrdersResponseSchema, { data: page.data.map(toProtoOrder), hasMore: page.hasMore });
+      return create(commerce.ListOrdersResponseSchema, {
+        data: page.data.map(toProtoOrder),
+        hasMore: page.hasMore,
+      });
     },
   };
 }

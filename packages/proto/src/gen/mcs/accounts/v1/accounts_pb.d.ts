@@ -187,6 +187,165 @@ export declare type AuthenticateKeyResponse = Message<"mcs.accounts.v1.Authentic
 export declare const AuthenticateKeyResponseSchema: GenMessage<AuthenticateKeyResponse>;
 
 /**
+ * An API key as it may be shown: never the key itself nor its hash. The key exists in plain
+ * text only in the answer that creates it (CreateAccountResponse, CreateApiKeyResponse).
+ *
+ * @generated from message mcs.accounts.v1.ApiKey
+ */
+export declare type ApiKey = Message<"mcs.accounts.v1.ApiKey"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: mcs.accounts.v1.KeyKind kind = 2;
+   */
+  kind: KeyKind;
+
+  /**
+   * @generated from field: bool livemode = 3;
+   */
+  livemode: boolean;
+
+  /**
+   * The key's first characters, e.g. "sk_test_".
+   *
+   * @generated from field: string prefix = 4;
+   */
+  prefix: string;
+
+  /**
+   * The key's last four characters, to tell keys apart.
+   *
+   * @generated from field: string last4 = 5;
+   */
+  last4: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 6;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * Set once the key is revoked; a revoked key authenticates nothing.
+   *
+   * @generated from field: optional google.protobuf.Timestamp revoked_at = 7;
+   */
+  revokedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message mcs.accounts.v1.ApiKey.
+ * Use `create(ApiKeySchema)` to create a new message.
+ */
+export declare const ApiKeySchema: GenMessage<ApiKey>;
+
+/**
+ * @generated from message mcs.accounts.v1.ListApiKeysRequest
+ */
+export declare type ListApiKeysRequest = Message<"mcs.accounts.v1.ListApiKeysRequest"> & {
+  /**
+   * @generated from field: string account_id = 1;
+   */
+  accountId: string;
+};
+
+/**
+ * Describes the message mcs.accounts.v1.ListApiKeysRequest.
+ * Use `create(ListApiKeysRequestSchema)` to create a new message.
+ */
+export declare const ListApiKeysRequestSchema: GenMessage<ListApiKeysRequest>;
+
+/**
+ * @generated from message mcs.accounts.v1.ListApiKeysResponse
+ */
+export declare type ListApiKeysResponse = Message<"mcs.accounts.v1.ListApiKeysResponse"> & {
+  /**
+   * Every key of the account, revoked ones included, newest first.
+   *
+   * @generated from field: repeated mcs.accounts.v1.ApiKey data = 1;
+   */
+  data: ApiKey[];
+};
+
+/**
+ * Describes the message mcs.accounts.v1.ListApiKeysResponse.
+ * Use `create(ListApiKeysResponseSchema)` to create a new message.
+ */
+export declare const ListApiKeysResponseSchema: GenMessage<ListApiKeysResponse>;
+
+/**
+ * @generated from message mcs.accounts.v1.CreateApiKeyRequest
+ */
+export declare type CreateApiKeyRequest = Message<"mcs.accounts.v1.CreateApiKeyRequest"> & {
+  /**
+   * @generated from field: string account_id = 1;
+   */
+  accountId: string;
+
+  /**
+   * @generated from field: mcs.accounts.v1.KeyKind kind = 2;
+   */
+  kind: KeyKind;
+
+  /**
+   * @generated from field: bool livemode = 3;
+   */
+  livemode: boolean;
+};
+
+/**
+ * Describes the message mcs.accounts.v1.CreateApiKeyRequest.
+ * Use `create(CreateApiKeyRequestSchema)` to create a new message.
+ */
+export declare const CreateApiKeyRequestSchema: GenMessage<CreateApiKeyRequest>;
+
+/**
+ * @generated from message mcs.accounts.v1.CreateApiKeyResponse
+ */
+export declare type CreateApiKeyResponse = Message<"mcs.accounts.v1.CreateApiKeyResponse"> & {
+  /**
+   * @generated from field: mcs.accounts.v1.ApiKey key = 1;
+   */
+  key?: ApiKey | undefined;
+
+  /**
+   * The key in plain text: shown once, stored only as a hash.
+   *
+   * @generated from field: string secret = 2;
+   */
+  secret: string;
+};
+
+/**
+ * Describes the message mcs.accounts.v1.CreateApiKeyResponse.
+ * Use `create(CreateApiKeyResponseSchema)` to create a new message.
+ */
+export declare const CreateApiKeyResponseSchema: GenMessage<CreateApiKeyResponse>;
+
+/**
+ * @generated from message mcs.accounts.v1.RevokeApiKeyRequest
+ */
+export declare type RevokeApiKeyRequest = Message<"mcs.accounts.v1.RevokeApiKeyRequest"> & {
+  /**
+   * @generated from field: string account_id = 1;
+   */
+  accountId: string;
+
+  /**
+   * @generated from field: string key_id = 2;
+   */
+  keyId: string;
+};
+
+/**
+ * Describes the message mcs.accounts.v1.RevokeApiKeyRequest.
+ * Use `create(RevokeApiKeyRequestSchema)` to create a new message.
+ */
+export declare const RevokeApiKeyRequestSchema: GenMessage<RevokeApiKeyRequest>;
+
+/**
  * @generated from enum mcs.accounts.v1.KeyKind
  */
 export enum KeyKind {
@@ -232,7 +391,7 @@ export declare const AccountService: GenService<{
     output: typeof AccountSchema;
   },
   /**
-   * Fails with Code.Unauthenticated for a key that is unknown, revoked or deleted.
+   * Fails with Code.Unauthenticated for a key that is malformed, unknown or revoked.
    *
    * @generated from rpc mcs.accounts.v1.AccountService.AuthenticateKey
    */
@@ -240,6 +399,34 @@ export declare const AccountService: GenService<{
     methodKind: "unary";
     input: typeof AuthenticateKeyRequestSchema;
     output: typeof AuthenticateKeyResponseSchema;
+  },
+  /**
+   * @generated from rpc mcs.accounts.v1.AccountService.ListApiKeys
+   */
+  listApiKeys: {
+    methodKind: "unary";
+    input: typeof ListApiKeysRequestSchema;
+    output: typeof ListApiKeysResponseSchema;
+  },
+  /**
+   * A new key for the account; the answer holds it in plain text, the only time it exists.
+   *
+   * @generated from rpc mcs.accounts.v1.AccountService.CreateApiKey
+   */
+  createApiKey: {
+    methodKind: "unary";
+    input: typeof CreateApiKeyRequestSchema;
+    output: typeof CreateApiKeyResponseSchema;
+  },
+  /**
+   * Revokes a key of the account (at once; repeating it changes nothing).
+   *
+   * @generated from rpc mcs.accounts.v1.AccountService.RevokeApiKey
+   */
+  revokeApiKey: {
+    methodKind: "unary";
+    input: typeof RevokeApiKeyRequestSchema;
+    output: typeof ApiKeySchema;
   },
 }>;
 

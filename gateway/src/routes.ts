@@ -1,0 +1,106 @@
+// The REST route table, derived from the (mcs.api.v1.http) option of every RPC in the proto
+// registry: adding an RPC with the option adds its route, with no code here.
+import { type DescMethod, type DescService, getOption, hasOption } from '@bufbuild/protobuf';
+import { SERVICES, type ServiceName } from '@mcs/kit/config';
+import { api, registry } from '@mcs/proto';
+
+export interface Route {
+  httpMethod: string;
+  /** The path template, e.g. `/v1/orders/{id}`. */
+  path: string;
+  segments: Array<{ literal: string } | { param: string }>;
+  body: boolean;
+  service: DescService;
+  method: DescMethod;
+  /** Which process serves it: the second segment of the proto package (`mcs.commerce.v1`). */
+  owner: ServiceName;
+  /** Writes need a secret key. */
+  write: boolean;
+  /** Simulations of the outside world: test-mode keys only. */
+  testHelper: boolean;
+}
+
+function ownerOf(service: DescService): ServiceName {
+  const name = service.file.proto.package.split('.')[1];
+  const owner = SERVICES.find((s) => s === name);
+  if (!owner)
+    throw new Error(`${service.typeName}: no service process serves package ${service.file.proto.package}`);
+  return owner;
+}
+
+export function buildRoutes(): Route[] {
+  const routes: Route[] = [];
+  for (const desc of registry) {
+    if (desc.kind !== 'service') continue;
+    for (const method of desc.methods) {
+      if (!hasOption(method, api.http)) continue;
+      const rule = getOption(method, api.http);
+      const httpMethod = rule.method.toUpperCase();
+      routes.push({
+        httpMethod,
+        path: rule.path,
+        segments: rule.path
+          .split('/')
+          .filter(Boolean)
+          .map((s) => (s.startsWith('{') && s.endsWith('}') ? { param: s.slice(1, -1) } : { literal: s })),
+        body: rule.body === '*',
+        service: desc,
+        method,
+        owner: ownerOf(desc),
+        write: httpMethod !== 'GET',
+        testHelper: rule.path.startsWith('/v1/test_helpers/'),
+      });
+    }
+  }
+  return routes;
+}
+
+export type Match =
+  | { kind: 'route'; route: Route; params: Record<string, string> }
+  | { kind: 'method_not_allowed'; allow: string[] }
+  | { kind: 'not_found' };
+
+/** An update: POST to a resource's own path (`/v1/things/{id}`). */
+function isUpdate(route: Route): boolean {
+  const last = route.segments.at(-1);
+  return route.httpMethod === 'POST' && last !== undefined && 'param' in last;
+}
+
+/** Finds the route for a method and path; literal segments win over parameters. */
+export function createMatcher(routes: Route[]): (httpMethod: string, path: string) => Match {
+  return (httpMethod, path) => {
+    const parts = path.split('/').filter(Boolean);
+    let decoded: string[];
+    try {
+      decoded = parts.map((p) => decodeURIComponent(p));
+    } catch {
+      return { kind: 'not_found' };
+    }
+    const candidates: Array<{ route: Route; params: Record<string, string>; literals: number }> = [];
+    for (const route of routes) {
+      if (route.segments.length !== decoded.length) continue;
+      const params: Record<string, string> = {};
+      let literals = 0;
+      let ok = true;
+      for (let i = 0; i < decoded.length && ok; i++) {
+        const seg = route.segments[i]!;
+        if ('literal' in seg) {
+          ok = seg.literal === decoded[i];
+          literals++;
+        } else params[seg.param] = decoded[i]!;
+      }
+      if (ok) candidates.push({ route, params, literals });
+    }
+    if (candidates.length === 0) return { kind: 'not_found' };
+    const best = Math.max(...candidates.map((c) => c.literals));
+    const top = candidates.filter((c) => c.literals === best);
+    // Updates are POST in the route table; PATCH is accepted as its synonym.
+    const wanted = httpMethod === 'PATCH' ? 'POST' : httpMethod === 'HEAD' ? 'GET' : httpMethod;
+    const hit = top.find(
+      (c) => c.route.httpMethod === wanted && (httpMethod !== 'PATCH' || isUpdate(c.route)),
+    );
+    if (hit) return { kind: 'route', route: hit.route, params: hit.params };
+    const allow = [...new Set(top.map((c) => c.route.httpMethod))];
+    return { kind: 'method_not_allowed', allow };
+  };
+}

@@ -1,0 +1,14 @@
+export { createTestCerts, type TestCerts } from './certs.ts';
+export { createTestDatabase, type TestDatabase } from './db.ts';
+export { createTestNats, type TestNats } from './nats.ts';
+export { type Received, type Receiver, type Reply, startReceiver } from './receiver.ts';
+export { apiErrorOf, freshDatabase, grpcClient, type MigratedDatabase } from './service.ts';
+export {
+  type AccountKeys,
+  PARTS,
+  type Part,
+  REPO_ROOT,
+  type Stack,
+  startStack,
+  waitForPort,
+} from './stack.ts';

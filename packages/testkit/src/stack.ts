@@ -1,0 +1,185 @@
+// The whole stack as real processes for end-to-end tests: every service and the gateway,
+// on free ports, against a fresh database and a fresh JetStream prefix.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import net from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { SERVICES } from '@mcs/kit/config';
+import { createTestDatabase, type TestDatabase } from './db.ts';
+import { createTestNats, type TestNats } from './nats.ts';
+
+export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+export const PARTS = [...SERVICES, 'gateway'] as const;
+export type Part = (typeof PARTS)[number];
+
+const ENTRY: Record<Part, string> = {
+  accounts: 'services/accounts/src/main.ts',
+  commerce: 'services/commerce/src/main.ts',
+  messaging: 'services/messaging/src/main.ts',
+  webhooks: 'services/webhooks/src/main.ts',
+  gateway: 'gateway/src/main.ts',
+};
+
+export interface Stack {
+  baseUrl: string;
+  env: Record<string, string>;
+  db: TestDatabase;
+  nats: TestNats;
+  /** Output of each part, for diagnosing a failing test. */
+  logs: Record<Part, string[]>;
+  /** Sends a signal to a part (e.g. SIGKILL) and waits for it to exit. */
+  kill(part: Part, signal?: NodeJS.Signals): Promise<void>;
+  /** Starts a part again after kill(). */
+  restart(part: Part): Promise<void>;
+  /** Runs the mcs CLI with the stack's environment; resolves its stdout. */
+  cli(args: string[]): Promise<string>;
+  /** `mcs accounts create` → the parsed JSON it prints. */
+  createAccount(email?: string): Promise<AccountKeys>;
+  stop(): Promise<void>;
+}
+
+export interface AccountKeys {
+  account: { id: string; email: string; name: string };
+  secret_key: string;
+  live_secret_key: string;
+  publishable_key: string;
+  live_publishable_key: string;
+}
+
+async function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = net.createServer();
+    s.once('error', () => resolve(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+  });
+}
+
+/** A base port with the next four free too, below the ephemeral range (PERF-NOTES.md). */
+async function freeBasePort(): Promise<number> {
+  for (let i = 0; i < 50; i++) {
+    const base = 20_000 + Math.floor(Math.random() * 1_000) * 10;
+    const checks = await Promise.all([0, 1, 2, 3, 4].map((d) => portFree(base + d)));
+    if (checks.every(Boolean)) return base;
+  }
+  throw new Error('no free ports for the test stack');
+}
+
+export async function waitForPort(
+  port: number,
+  timeoutMs = 30_000,
+  isAlive: () => boolean = () => true,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (!isAlive()) throw new Error(`process exited before listening on ${port}`);
+    const ok = await new Promise<boolean>((resolve) => {
+      const s = net.connect(port, '127.0.0.1');
+      s.once('connect', () => {
+        s.destroy();
+        resolve(true);
+      });
+      s.once('error', () => resolve(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`nothing listens on ${port} after ${timeoutMs} ms`);
+}
+
+export async function startStack(opts: { env?: Record<string, string> } = {}): Promise<Stack> {
+  const db = await createTestDatabase();
+  const nats = createTestNats();
+  const base = await freeBasePort();
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? '',
+    HOME: process.env.HOME ?? '/root',
+    HOST: '127.0.0.1',
+    PORT: String(base),
+    DATABASE_URL: db.url,
+    NATS_URL: nats.url,
+    MCS_NATS_PREFIX: nats.prefix,
+    LOG_LEVEL: 'warn',
+    WEBHOOK_SECRETS_KEY: randomBytes(32).toString('base64'),
+    MAIL_DIR: `${REPO_ROOT}.data/test-mail/${nats.prefix}`,
+    ...opts.env,
+  };
+  const logs = Object.fromEntries(PARTS.map((p) => [p, [] as string[]])) as Record<Part, string[]>;
+  const procs = new Map<Part, ChildProcess>();
+  const ports: Record<Part, number> = {
+    gateway: base,
+    accounts: base + 1,
+    commerce: base + 2,
+    messaging: base + 3,
+    webhooks: base + 4,
+  };
+
+  async function launch(part: Part): Promise<void> {
+    const child = spawn(process.execPath, [ENTRY[part]], {
+      cwd: REPO_ROOT,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    procs.set(part, child);
+    const keep = (chunk: Buffer) => {
+      logs[part].push(chunk.toString());
+      if (logs[part].length > 500) logs[part].shift();
+    };
+    child.stdout!.on('data', keep);
+    child.stderr!.on('data', keep);
+    try {
+      await waitForPort(ports[part], 60_000, () => child.exitCode === null && child.signalCode === null);
+    } catch (err) {
+      throw new Error(`${part} did not start: ${(err as Error).message}\n${logs[part].join('')}`);
+    }
+  }
+
+  async function kill(part: Part, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+    const child = procs.get(part);
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((r) => child.once('exit', () => r()));
+    child.kill(signal);
+    await exited;
+  }
+
+  async function cli(args: string[]): Promise<string> {
+    const child = spawn(process.execPath, ['packages/cli/src/main.ts', ...args], {
+      cwd: REPO_ROOT,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (c: Buffer) => (out += c));
+    child.stderr.on('data', (c: Buffer) => (err += c));
+    const code = await new Promise<number | null>((r) => child.once('exit', r));
+    if (code !== 0) throw new Error(`mcs ${args.join(' ')} exited ${code}: ${err}`);
+    return out;
+  }
+
+  const stack: Stack = {
+    baseUrl: `http://127.0.0.1:${base}`,
+    env,
+    db,
+    nats,
+    logs,
+    kill,
+    restart: launch,
+    cli,
+    async createAccount(email = `owner-${randomBytes(4).toString('hex')}@example.com`) {
+      return JSON.parse(await cli(['accounts', 'create', '--email', email])) as AccountKeys;
+    },
+    async stop() {
+      await Promise.all(PARTS.map((p) => kill(p, 'SIGTERM')));
+      await nats.drop().catch(() => {});
+      await db.drop().catch(() => {});
+    },
+  };
+  try {
+    await Promise.all(SERVICES.map((part) => launch(part)));
+    await launch('gateway');
+  } catch (err) {
+    await stack.stop();
+    throw err;
+  }
+  return stack;
+}

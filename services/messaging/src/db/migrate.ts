@@ -1,0 +1,9 @@
+import { fileURLToPath } from 'node:url';
+import { type Database, migrateSchema } from '@mcs/kit/db';
+
+const MIGRATIONS = fileURLToPath(new URL('../../drizzle', import.meta.url));
+
+/** Brings the messaging schema up to date (main.ts at start-up, and each test database). */
+export function migrateMessaging(database: Database): Promise<void> {
+  return migrateSchema(database, MIGRATIONS, 'messaging');
+}

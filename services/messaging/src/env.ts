@@ -1,0 +1,7 @@
+import { baseEnvSchema, parseEnv, servicePort } from '@mcs/kit/config';
+
+export function loadEnv(source: NodeJS.ProcessEnv = process.env) {
+  const base = parseEnv(baseEnvSchema, source);
+  return { ...base, port: servicePort('messaging', source) };
+}
+export type Env = ReturnType<typeof loadEnv>;

@@ -1,0 +1,33 @@
+// The messaging service: conversations, messages and channel adapters, and their events.
+import { createDatabase } from '@mcs/kit/db';
+import { createLogger } from '@mcs/kit/log';
+import { connectNats, ensureStream, streamNames } from '@mcs/kit/nats';
+import { startRelay } from '@mcs/kit/outbox';
+import { errorLogger, runProcess, startConnectServer } from '@mcs/kit/server';
+import { migrateMessaging } from './db/migrate.ts';
+import { loadEnv } from './env.ts';
+import { routes } from './routes.ts';
+
+const env = loadEnv();
+const log = createLogger('messaging', env.LOG_LEVEL);
+
+await runProcess(log, async () => {
+  const database = createDatabase(env.DATABASE_URL, { name: 'messaging' });
+  await migrateMessaging(database);
+  const nc = await connectNats(env.NATS_URL, 'messaging');
+  const names = streamNames(env.MCS_NATS_PREFIX);
+  await ensureStream(await nc.jetstreamManager(), names);
+  const relay = startRelay({ pool: database.pool, schema: 'messaging', js: nc.jetstream(), names, log });
+  const server = await startConnectServer({
+    routes: routes(),
+    port: env.port,
+    interceptors: [errorLogger(log)],
+  });
+  log.info({ port: server.port }, 'messaging listening');
+  return async () => {
+    await server.close();
+    await relay.stop();
+    await nc.drain();
+    await database.close();
+  };
+});

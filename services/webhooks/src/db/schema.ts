@@ -1,0 +1,111 @@
+// The webhooks schema: endpoints, the event log, deliveries and their attempts.
+// Migrations: `pnpm --filter @mcs/webhooks db:generate`.
+import { bytea } from '@mcs/kit/outbox';
+import { sql } from 'drizzle-orm';
+import { boolean, index, integer, pgSchema, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+
+export const webhooks = pgSchema('webhooks');
+
+const ts = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
+
+export type EndpointStatus = 'enabled' | 'unhealthy' | 'disabled';
+
+export const endpoints = webhooks.table(
+  'endpoints',
+  {
+    id: text('id').primaryKey(),
+    accountId: text('account_id').notNull(),
+    livemode: boolean('livemode').notNull(),
+    url: text('url').notNull(),
+    /** Event types, or '*' for all. */
+    events: text('events').array().notNull(),
+    description: text('description'),
+    status: text('status').$type<EndpointStatus>().notNull(),
+    /** AES-256-GCM sealed signing secret (see domain/secrets.ts); never stored in clear. */
+    secretSealed: bytea('secret_sealed').notNull(),
+    idempotencyKey: text('idempotency_key'),
+    failingSince: ts('failing_since'),
+    lastError: text('last_error'),
+    createdAt: ts('created_at').notNull(),
+    updatedAt: ts('updated_at').notNull(),
+  },
+  (t) => [
+    index('endpoints_account_idx').on(t.accountId, t.livemode, t.id),
+    uniqueIndex('endpoints_idempotency_idx')
+      .on(t.accountId, t.livemode, t.idempotencyKey)
+      .where(sql`${t.idempotencyKey} is not null`),
+  ],
+);
+
+/** The event log: every event of every account, as delivered. */
+export const events = webhooks.table(
+  'events',
+  {
+    id: text('id').primaryKey(),
+    accountId: text('account_id').notNull(),
+    livemode: boolean('livemode').notNull(),
+    type: text('type').notNull(),
+    /** The proto Event, as published. */
+    payload: bytea('payload').notNull(),
+    /** The envelope JSON, exactly the bytes every delivery of this event sends. */
+    body: text('body').notNull(),
+    createdAt: ts('created_at').notNull(),
+  },
+  (t) => [index('events_account_idx').on(t.accountId, t.livemode, t.id)],
+);
+
+export type DeliveryStatus = 'pending' | 'succeeded' | 'failed' | 'skipped';
+
+export const deliveries = webhooks.table(
+  'deliveries',
+  {
+    id: text('id').primaryKey(),
+    eventId: text('event_id').notNull(),
+    endpointId: text('endpoint_id').notNull(),
+    accountId: text('account_id').notNull(),
+    livemode: boolean('livemode').notNull(),
+    status: text('status').$type<DeliveryStatus>().notNull(),
+    attempts: integer('attempts').notNull().default(0),
+    /**
+     * When a worker may next claim it. Fresh deliveries get a lease in the future so the process
+     * that queued them in memory sends them first; if it dies, any replica claims them after.
+     */
+    nextAttemptAt: ts('next_attempt_at'),
+    lastAttemptAt: ts('last_attempt_at'),
+    createdAt: ts('created_at').notNull(),
+  },
+  (t) => [
+    uniqueIndex('deliveries_event_endpoint_idx').on(t.eventId, t.endpointId),
+    index('deliveries_due_idx').on(t.nextAttemptAt).where(sql`${t.status} = 'pending'`),
+    index('deliveries_endpoint_idx').on(t.endpointId, t.id),
+  ],
+);
+
+export const attempts = webhooks.table(
+  'attempts',
+  {
+    deliveryId: text('delivery_id').notNull(),
+    number: integer('number').notNull(),
+    at: ts('at').notNull(),
+    statusCode: integer('status_code'),
+    error: text('error'),
+    latencyMs: integer('latency_ms').notNull(),
+    responseExcerpt: text('response_excerpt'),
+  },
+  (t) => [uniqueIndex('attempts_delivery_idx').on(t.deliveryId, t.number)],
+);
+
+/** Mail outbox: one row per unhealthy transition; the mailer sends each once. */
+export const notifications = webhooks.table(
+  'notifications',
+  {
+    id: text('id').primaryKey(),
+    accountId: text('account_id').notNull(),
+    endpointId: text('endpoint_id').notNull(),
+    kind: text('kind').notNull(),
+    detail: text('detail').notNull(),
+    createdAt: ts('created_at').notNull(),
+    sentAt: ts('sent_at'),
+  },
+  (t) => [index('notifications_unsent_idx').on(t.createdAt).where(sql`${t.sentAt} is null`)],
+);

@@ -1,0 +1,258 @@
+// The delivery engine against real receivers and a real database: signatures, the retry
+// schedule, time-outs, redirects, health, isolation and target checks at connect time.
+import { create } from '@bufbuild/protobuf';
+import { timestampFromMs } from '@bufbuild/protobuf/wkt';
+import type { Caller } from '@mcs/kit/caller';
+import { createLogger } from '@mcs/kit/log';
+import { commerce, events } from '@mcs/proto';
+import {
+  createTestCerts,
+  freshDatabase,
+  type MigratedDatabase,
+  type Receiver,
+  startReceiver,
+} from '@mcs/testkit';
+import { verifyWebhook } from '@mcs/webhook-verify';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { migrateWebhooks } from '../db/migrate.ts';
+import { createEndpoint } from '../domain/endpoints.ts';
+import { recordEvent } from '../domain/fanout.ts';
+import { createSecretBox } from '../domain/secrets.ts';
+import { createEngine, type Engine, type EngineOptions } from './engine.ts';
+import { createSender, type Sender } from './sender.ts';
+
+let db: MigratedDatabase;
+const box = createSecretBox(Buffer.alloc(32, 3));
+const log = createLogger('engine-test', process.env.TEST_LOG ?? 'silent');
+const open: Array<{ close(): Promise<void> } | { stop(): Promise<void> }> = [];
+let n = 0;
+
+beforeAll(async () => {
+  db = await freshDatabase(migrateWebhooks);
+});
+afterEach(async () => {
+  for (const o of open.splice(0).reverse()) await ('stop' in o ? o.stop() : o.close());
+});
+afterAll(() => db?.close());
+
+function setup(
+  over: Partial<EngineOptions> & { timeoutMs?: number; allowPrivate?: boolean; ca?: string } = {},
+) {
+  const timeoutMs = over.timeoutMs ?? 2_000;
+  const sender: Sender = createSender({
+    timeoutMs,
+    allowPrivate: over.allowPrivate ?? true,
+    connectionsPerOrigin: 4,
+    ...(over.ca ? { ca: over.ca } : {}),
+  });
+  const engine: Engine = createEngine({
+    db: db.db,
+    box,
+    sender,
+    log,
+    schedule: [100, 200, 300, 400, 500],
+    timeoutMs,
+    concurrency: 64,
+    perEndpoint: 4,
+    pollMs: 1_000,
+    ...over,
+  });
+  open.push(sender, engine);
+  return engine;
+}
+
+async function receiver(certs?: ReturnType<typeof createTestCerts>): Promise<Receiver> {
+  const r = await startReceiver(certs ? { certs } : {});
+  open.push(r);
+  return r;
+}
+
+/** A new account with one endpoint at `url`; returns what the engine needs to deliver to it. */
+async function endpointFor(url: string) {
+  const caller: Caller = { accountId: `acct_${++n}`, livemode: false, idempotencyKey: undefined };
+  const { endpoint, secret } = await db.db.transaction((tx) =>
+    createEndpoint(
+      tx,
+      caller,
+      { url, events: ['*'] },
+      { box, policy: { allowHttp: true, allowPrivate: true } },
+    ),
+  );
+  return { caller, endpoint, secret };
+}
+
+async function emit(caller: Caller, engine: Engine) {
+  const order = create(commerce.OrderSchema, {
+    id: `ord_${++n}`,
+    status: commerce.OrderStatus.PENDING,
+    total: 5n,
+    currency: 'EUR',
+  });
+  const event = create(events.EventSchema, {
+    id: `evt_test${++n}`,
+    type: events.EventType.ORDER_CREATED,
+    createdAt: timestampFromMs(Date.now()),
+    data: { case: 'order', value: order },
+    livemode: caller.livemode,
+    accountId: caller.accountId,
+  });
+  const queued = await recordEvent(db.db, event, new Uint8Array(), engine.leaseMs);
+  engine.enqueue(queued);
+  return { event, queued };
+}
+
+async function deliveryRow(id: string) {
+  const { rows } = await db.pool.query('select * from webhooks.deliveries where id = $1', [id]);
+  return rows[0];
+}
+
+async function until<T>(fn: () => Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+describe('delivery engine', () => {
+  it('delivers once, signed with both schemes, over verified TLS', async () => {
+    const certs = createTestCerts();
+    const r = await receiver(certs);
+    const engine = setup({ ca: certs.ca });
+    const { caller, secret } = await endpointFor(r.url);
+    const { event, queued } = await emit(caller, engine);
+    const [got] = await r.waitFor(1);
+    const verified = verifyWebhook(secret, got!.body, got!.headers);
+    expect(verified.id).toBe(event.id);
+    expect(got!.headers['user-agent']).toMatch(/^mcs-webhooks\//);
+    const row = await until(async () => {
+      const d = await deliveryRow(queued[0]!.deliveryId);
+      return d.status === 'succeeded' && d;
+    });
+    expect(row.attempts).toBe(1);
+    const { rows } = await db.pool.query('select * from webhooks.attempts where delivery_id = $1', [row.id]);
+    expect(rows).toMatchObject([{ number: 1, status_code: 200, error: null, response_excerpt: 'ok' }]);
+  });
+
+  it('makes exactly 6 attempts on the schedule, then marks the endpoint unhealthy once', async () => {
+    const r = await receiver();
+    r.reply = () => ({ status: 500, body: 'nope' });
+    const engine = setup();
+    const { caller, endpoint } = await endpointFor(r.url);
+    const { queued } = await emit(caller, engine);
+    const got = await r.waitFor(6, 10_000);
+    const gaps = got.slice(1).map((g, i) => g.at - got[i]!.at);
+    [100, 200, 300, 400, 500].forEach((want, i) => {
+      expect(gaps[i]).toBeGreaterThanOrEqual(want - 5);
+      expect(gaps[i]).toBeLessThan(want + 400);
+    });
+    // webhook-id stays the event id on every attempt; the timestamp is per attempt.
+    expect(new Set(got.map((g) => g.headers['webhook-id'])).size).toBe(1);
+    const row = await until(async () => {
+      const d = await deliveryRow(queued[0]!.deliveryId);
+      return d.status === 'failed' && d;
+    });
+    expect(row.attempts).toBe(6);
+    const ep = await db.pool.query(
+      'select status, last_error, failing_since from webhooks.endpoints where id = $1',
+      [endpoint.id],
+    );
+    expect(ep.rows[0]).toMatchObject({ status: 'unhealthy', last_error: 'HTTP 500' });
+    expect(ep.rows[0].failing_since).toBeInstanceOf(Date);
+    const notes = await db.pool.query('select * from webhooks.notifications where endpoint_id = $1', [
+      endpoint.id,
+    ]);
+    expect(notes.rows).toHaveLength(1);
+    // Nothing more is sent, and new events for it are recorded as not delivered.
+    const later = await emit(caller, engine);
+    expect(later.queued).toEqual([]);
+    const skipped = await db.pool.query('select status from webhooks.deliveries where event_id = $1', [
+      later.event.id,
+    ]);
+    expect(skipped.rows).toEqual([{ status: 'skipped' }]);
+    await new Promise((res) => setTimeout(res, 700));
+    expect(r.received).toHaveLength(6);
+  });
+
+  it('counts a time-out as a failed attempt', async () => {
+    const r = await receiver();
+    r.reply = (_req, i) => (i === 0 ? { hang: true } : { status: 204 });
+    const engine = setup({ timeoutMs: 300 });
+    const { caller } = await endpointFor(r.url);
+    const { queued } = await emit(caller, engine);
+    await r.waitFor(2);
+    const row = await until(async () => {
+      const d = await deliveryRow(queued[0]!.deliveryId);
+      return d.status === 'succeeded' && d;
+    });
+    expect(row.attempts).toBe(2);
+    const { rows } = await db.pool.query(
+      'select number, status_code, error, latency_ms from webhooks.attempts where delivery_id = $1 order by number',
+      [row.id],
+    );
+    expect(rows[0]).toMatchObject({ number: 1, status_code: null, error: 'timed out after 300 ms' });
+    expect(rows[0].latency_ms).toBeGreaterThanOrEqual(290);
+    expect(rows[1]).toMatchObject({ number: 2, status_code: 204, error: null });
+  });
+
+  it('treats a redirect as a failure and does not follow it', async () => {
+    const r = await receiver();
+    r.reply = (req) =>
+      req.path === '/webhooks' ? { status: 302, headers: { location: '/elsewhere' } } : { status: 200 };
+    const engine = setup({ schedule: [60_000] });
+    const { caller } = await endpointFor(r.url);
+    const { queued } = await emit(caller, engine);
+    await r.waitFor(1);
+    const row = await until(async () => {
+      const d = await deliveryRow(queued[0]!.deliveryId);
+      return d.attempts === 1 && d;
+    });
+    expect(row.status).toBe('pending');
+    await new Promise((res) => setTimeout(res, 200));
+    expect(r.received.map((x) => x.path)).toEqual(['/webhooks']);
+  });
+
+  it('keeps a hanging endpoint from delaying a healthy one', async () => {
+    const slow = await receiver();
+    slow.reply = () => ({ hang: true });
+    const fast = await receiver();
+    const engine = setup({ timeoutMs: 3_000, schedule: [60_000] });
+    const a = await endpointFor(slow.url);
+    const b = await endpointFor(fast.url);
+    for (let i = 0; i < 20; i++) await emit(a.caller, engine);
+    await slow.waitFor(4); // its per-endpoint slots are full and hanging
+    const started = Date.now();
+    await emit(b.caller, engine);
+    await fast.waitFor(1, 2_000);
+    expect(Date.now() - started).toBeLessThan(1_000);
+  });
+
+  it('refuses private addresses at connect time unless allowed', async () => {
+    const r = await receiver();
+    const engine = setup({ allowPrivate: false, schedule: [60_000] });
+    const { caller } = await endpointFor(r.url); // registered while allowed
+    const { queued } = await emit(caller, engine);
+    const row = await until(async () => {
+      const d = await deliveryRow(queued[0]!.deliveryId);
+      return d.attempts === 1 && d;
+    });
+    const { rows } = await db.pool.query('select error from webhooks.attempts where delivery_id = $1', [
+      row.id,
+    ]);
+    expect(rows[0].error).toMatch(/not a public address/);
+    expect(r.received).toHaveLength(0);
+  });
+
+  it('picks up due retries from the database through the poller', async () => {
+    const r = await receiver();
+    r.reply = (_req, i) => ({ status: i === 0 ? 503 : 200 });
+    const engine = setup({ schedule: [1_200], pollMs: 200 });
+    const { caller } = await endpointFor(r.url);
+    const { queued } = await emit(caller, engine);
+    const got = await r.waitFor(2, 5_000);
+    expect(got[1]!.at - got[0]!.at).toBeGreaterThanOrEqual(1_195);
+    await until(async () => (await deliveryRow(queued[0]!.deliveryId)).status === 'succeeded');
+  });
+});

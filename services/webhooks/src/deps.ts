@@ -1,0 +1,10 @@
+import type { Db } from '@mcs/kit/db';
+import type { EndpointPolicy } from './domain/endpoints.ts';
+import type { SecretBox } from './domain/secrets.ts';
+
+/** What the handlers need, built once in main.ts (and by the tests). */
+export interface Deps {
+  db: Db;
+  box: SecretBox;
+  policy: EndpointPolicy;
+}

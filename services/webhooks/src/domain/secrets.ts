@@ -1,0 +1,54 @@
+// Signing secrets are needed in clear to sign, so they are sealed (AES-256-GCM) rather than
+// hashed: a database dump alone does not reveal them.
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+
+export interface SecretBox {
+  seal(secret: string): Uint8Array;
+  open(sealed: Uint8Array): string;
+}
+
+export function createSecretBox(key: Buffer): SecretBox {
+  if (key.length !== 32) throw new Error('WEBHOOK_SECRETS_KEY must be 32 bytes (base64 or hex)');
+  return {
+    seal(secret) {
+      const iv = randomBytes(12);
+      const cipher = createCipheriv('aes-256-gcm', key, iv);
+      const data = Buffer.concat([cipher.update(secret, 'utf8'), cipher.final()]);
+      return Buffer.concat([iv, cipher.getAuthTag(), data]);
+    },
+    open(sealed) {
+      const buf = Buffer.from(sealed);
+      const decipher = createDecipheriv('aes-256-gcm', key, buf.subarray(0, 12));
+      decipher.setAuthTag(buf.subarray(12, 28));
+      return Buffer.concat([decipher.update(buf.subarray(28)), decipher.final()]).toString('utf8');
+    },
+  };
+}
+
+export function parseKey(text: string): Buffer {
+  const t = text.trim();
+  return /^[0-9a-f]{64}$/i.test(t) ? Buffer.from(t, 'hex') : Buffer.from(t, 'base64');
+}
+
+/**
+ * The key from the environment, or for a local stack without one, a key kept in `file`
+ * (created on first use, readable by its owner only).
+ */
+export function loadSecretsKey(
+  fromEnv: string | undefined,
+  file: string,
+): { key: Buffer; generated: boolean } {
+  if (fromEnv) return { key: parseKey(fromEnv), generated: false };
+  if (!existsSync(file)) {
+    mkdirSync(dirname(file), { recursive: true });
+    writeFileSync(file, randomBytes(32).toString('base64'), { mode: 0o600, flag: 'wx' });
+  }
+  return { key: parseKey(readFileSync(file, 'utf8')), generated: true };
+}
+
+/** `whsec_` + base64 of 32 random bytes (CONTRACT.md section 4: at least 24). */
+export function newSigningSecret(): string {
+  return `whsec_${randomBytes(32).toString('base64')}`;
+}

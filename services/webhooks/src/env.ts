@@ -1,0 +1,36 @@
+import { baseEnvSchema, booleanFlag, duration, parseDuration, parseEnv, servicePort } from '@mcs/kit/config';
+import { z } from 'zod';
+
+const schema = baseEnvSchema.extend({
+  WEBHOOK_TIMEOUT: duration.default(10_000),
+  WEBHOOK_RETRY_SCHEDULE: z
+    .string()
+    .default('30s,5m,30m,2h,24h')
+    .transform((s, ctx) => {
+      try {
+        const list = s.split(',').map((part) => parseDuration(part));
+        if (list.length === 0) throw new Error('needs at least one delay');
+        return list;
+      } catch (e) {
+        ctx.addIssue({ code: 'custom', message: (e as Error).message });
+        return z.NEVER;
+      }
+    }),
+  WEBHOOK_ALLOW_HTTP: booleanFlag,
+  WEBHOOK_ALLOW_PRIVATE_NETWORKS: booleanFlag,
+  /** 32 bytes, base64 or hex: seals endpoint signing secrets at rest. */
+  WEBHOOK_SECRETS_KEY: z.string().optional(),
+  SMTP_URL: z.string().url().optional(),
+  MAIL_FROM: z.string().default('notifications@localhost'),
+  /** Where mail goes without SMTP_URL. */
+  MAIL_DIR: z.string().default('.data/mail'),
+  /** Sends in flight at once, overall and per endpoint. */
+  WEBHOOK_CONCURRENCY: z.coerce.number().int().min(1).default(256),
+  WEBHOOK_ENDPOINT_CONCURRENCY: z.coerce.number().int().min(1).default(8),
+});
+
+export function loadEnv(source: NodeJS.ProcessEnv = process.env) {
+  const env = parseEnv(schema, source);
+  return { ...env, port: servicePort('webhooks', source) };
+}
+export type Env = ReturnType<typeof loadEnv>;

@@ -1,0 +1,70 @@
+// The webhooks service: endpoints, the event log, fan-out from JetStream, signed deliveries
+// with retries and endpoint health, and the unhealthy e-mail.
+import { fileURLToPath } from 'node:url';
+import { createDatabase } from '@mcs/kit/db';
+import { createLogger } from '@mcs/kit/log';
+import { connectNats, ensureStream, streamNames } from '@mcs/kit/nats';
+import { errorLogger, runProcess, startConnectServer } from '@mcs/kit/server';
+import { startConsumer } from './consumer.ts';
+import { migrateWebhooks } from './db/migrate.ts';
+import { createEngine } from './delivery/engine.ts';
+import { createSender } from './delivery/sender.ts';
+import { createSecretBox, loadSecretsKey } from './domain/secrets.ts';
+import { loadEnv } from './env.ts';
+import { routes } from './routes.ts';
+
+const env = loadEnv();
+const log = createLogger('webhooks', env.LOG_LEVEL);
+
+await runProcess(log, async () => {
+  const keyFile = fileURLToPath(new URL('../../../.data/webhook-secrets.key', import.meta.url));
+  const { key, generated } = loadSecretsKey(env.WEBHOOK_SECRETS_KEY, keyFile);
+  if (generated)
+    log.warn({ keyFile }, 'WEBHOOK_SECRETS_KEY not set: sealing secrets with a key kept on local disk');
+  const box = createSecretBox(key);
+  const policy = { allowHttp: env.WEBHOOK_ALLOW_HTTP, allowPrivate: env.WEBHOOK_ALLOW_PRIVATE_NETWORKS };
+
+  const database = createDatabase(env.DATABASE_URL, { name: 'webhooks', max: 24 });
+  await migrateWebhooks(database);
+  const nc = await connectNats(env.NATS_URL, 'webhooks');
+  const names = streamNames(env.MCS_NATS_PREFIX);
+  await ensureStream(await nc.jetstreamManager(), names);
+
+  const sender = createSender({
+    timeoutMs: env.WEBHOOK_TIMEOUT,
+    allowPrivate: policy.allowPrivate,
+    connectionsPerOrigin: env.WEBHOOK_ENDPOINT_CONCURRENCY,
+  });
+  const engine = createEngine({
+    db: database.db,
+    box,
+    sender,
+    log,
+    schedule: env.WEBHOOK_RETRY_SCHEDULE,
+    timeoutMs: env.WEBHOOK_TIMEOUT,
+    concurrency: env.WEBHOOK_CONCURRENCY,
+    perEndpoint: env.WEBHOOK_ENDPOINT_CONCURRENCY,
+  });
+  const consumer = await startConsumer({
+    nc,
+    names,
+    db: database.db,
+    log,
+    leaseMs: engine.leaseMs,
+    onQueued: (items) => engine.enqueue(items),
+  });
+  const server = await startConnectServer({
+    routes: routes({ db: database.db, box, policy }),
+    port: env.port,
+    interceptors: [errorLogger(log)],
+  });
+  log.info({ port: server.port }, 'webhooks listening');
+  return async () => {
+    await server.close();
+    await consumer.stop();
+    await engine.stop();
+    await sender.close();
+    await nc.drain();
+    await database.close();
+  };
+});
