@@ -28,19 +28,60 @@ export function errorsPage(): string {
   );
 }
 
-export function indexPage(): string {
+interface Operation {
+  operationId: string;
+  summary: string;
+  description?: string;
+  parameters: Array<{ name: string; in: string; required: boolean }>;
+  requestBody?: {
+    content: { 'application/json': { schema: { properties: Record<string, unknown>; required: string[] } } };
+  };
+}
+
+/** The API reference: every route of the OpenAPI document, its parameters and body fields. */
+export function referencePage(openapi: { paths: Record<string, Record<string, Operation>> }): string {
+  const rows = Object.entries(openapi.paths)
+    .flatMap(([path, ops]) => Object.entries(ops).map(([method, op]) => ({ path, method, op })))
+    .map(({ path, method, op }) => {
+      const params = op.parameters
+        .filter((p) => p.in !== 'header')
+        .map((p) => `<code>${escapeHtml(p.name)}</code>`);
+      const schema = op.requestBody?.content['application/json'].schema;
+      const body = schema
+        ? Object.keys(schema.properties)
+            .map((k) => `<code>${escapeHtml(k)}</code>${schema.required.includes(k) ? '*' : ''}`)
+            .join(' ')
+        : '';
+      return `<section id="${escapeHtml(op.operationId)}"><h3><code>${method.toUpperCase()} ${escapeHtml(path)}</code></h3>
+<p class="meta">${escapeHtml(op.summary)}${op.description ? ` — ${escapeHtml(op.description)}` : ''}</p>
+${params.length ? `<p>Parameters: ${params.join(' ')}</p>` : ''}${body ? `<p>Body: ${body} (* required)</p>` : ''}</section>`;
+    })
+    .join('\n');
   return page(
-    'mcs API',
-    `<h1>mcs API</h1><p>Messaging and commerce API under <code>/v1</code>. See <a href="/docs/errors">errors</a>.</p>`,
+    'mcs API reference',
+    `<h1>mcs API reference</h1>
+<p>JSON over HTTPS under <code>/v1</code>, authenticated with <code>Authorization: Bearer &lt;key&gt;</code>.
+Every POST accepts an <code>Idempotency-Key</code>. Errors: <a href="/docs/errors">error codes</a>.
+Machine-readable: <a href="/v1/openapi.json">OpenAPI 3.1</a>.</p>${rows}`,
   );
 }
 
-export function servePages(req: IncomingMessage, res: ServerResponse, path: string): boolean {
-  if (req.method !== 'GET' && req.method !== 'HEAD') return false;
-  const html =
-    path === '/docs/errors' ? errorsPage() : path === '/docs' || path === '/docs/' ? indexPage() : null;
-  if (html === null) return false;
-  res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
-  res.end(req.method === 'HEAD' ? undefined : html);
-  return true;
+export function createPages(openapi: Record<string, unknown>) {
+  const reference = referencePage(openapi as { paths: Record<string, Record<string, Operation>> });
+  const errors = errorsPage();
+  const openapiJson = JSON.stringify(openapi);
+  return function servePages(req: IncomingMessage, res: ServerResponse, path: string): boolean {
+    if (req.method !== 'GET' && req.method !== 'HEAD') return false;
+    let type = 'text/html; charset=utf-8';
+    let body: string;
+    if (path === '/docs/errors') body = errors;
+    else if (path === '/docs' || path === '/docs/') body = reference;
+    else if (path === '/v1/openapi.json') {
+      body = openapiJson;
+      type = 'application/json';
+    } else return false;
+    res.writeHead(200, { 'content-type': type, 'content-length': Buffer.byteLength(body) });
+    res.end(req.method === 'HEAD' ? undefined : body);
+    return true;
+  };
 }

@@ -1,11 +1,17 @@
-import { baseEnvSchema, parseEnv } from '@mcs/kit/config';
+import { baseEnvSchema, duration, parseEnv } from '@mcs/kit/config';
 import { z } from 'zod';
 
 const schema = baseEnvSchema.extend({
   /** Base of every error's doc_url; default http://HOST:PORT/docs. */
   DOCS_URL: z.string().url().optional(),
-  /** How long the gateway trusts a verified API key before asking the accounts service again. */
-  AUTH_CACHE_TTL: z.coerce.number().int().min(0).default(60_000),
+  /** How long the gateway trusts a verified API key; revocations also arrive at once over NATS. */
+  AUTH_CACHE_TTL: duration.default(30_000),
+  /** How long an in-flight idempotency key stays locked if its gateway dies mid-request. */
+  IDEMPOTENCY_LOCK_TIMEOUT: duration.default(35_000),
+  /** Gateway replicas sharing the traffic: each allows rate/N per account. */
+  RATE_LIMIT_REPLICAS: z.coerce.number().int().min(1).default(1),
+  /** Fault injection for crash tests only (see http.ts). */
+  MCS_FAILPOINT: z.string().optional(),
 });
 
 export function loadEnv(source: NodeJS.ProcessEnv = process.env) {

@@ -1,6 +1,7 @@
 // The public HTTP face: every /v1 request goes through here. Transport only: authenticate,
-// decode REST into the RPC's request message, call the owning service over Connect, render
-// the answer or the spec's error envelope. No business rules, no SQL.
+// rate-limit, decode REST into the RPC's request message, guard Idempotency-Key, call the
+// owning service over Connect, render the answer or the spec's error envelope. No business
+// rules, no SQL of another part.
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { create, type DescMessage, type Message } from '@bufbuild/protobuf';
@@ -10,6 +11,8 @@ import { callerHeaders } from '@mcs/kit/caller';
 import type { Logger } from '@mcs/kit/log';
 import { DecodeError, decodeObject, decodeParams, isListResponse, render, renderList } from '@mcs/rest';
 import type { Authenticator } from './auth.ts';
+import { fingerprint, type IdempotencyStore, type Scope } from './idempotency.ts';
+import type { RateLimiter } from './rate-limit.ts';
 import type { Match, Route } from './routes.ts';
 
 export const MAX_BODY = 1024 * 1024;
@@ -21,26 +24,42 @@ export interface GatewayDeps {
   /** The Connect client of the route's service, its unary methods by local name. */
   clientFor: (route: Route) => Record<string, UnaryCall>;
   auth: Authenticator;
+  limiter: RateLimiter;
+  idempotency: IdempotencyStore;
   docsUrl: string;
   log: Logger;
-  /** Non-/v1 pages (docs); returns false when it does not serve the path. */
+  /** Non-/v1 pages (docs, OpenAPI); returns false when it does not serve the path. */
   pages?: (req: IncomingMessage, res: ServerResponse, path: string) => boolean;
+  /** Fault injection for crash tests: `gateway.after_call` dies between the service's answer and storing it. */
+  failpoint?: string | undefined;
 }
 
 class BodyTooLarge extends Error {}
+
+/** Thrown inside the pipeline to answer with a catalog error (and extra headers). */
+class Answer extends Error {
+  readonly rendered: RenderedError;
+  readonly headers: Record<string, string>;
+  constructor(rendered: RenderedError, headers: Record<string, string> = {}) {
+    super(rendered.body.error.message);
+    this.rendered = rendered;
+    this.headers = headers;
+  }
+}
 
 function newRequestId(): string {
   return `req_${randomBytes(12).toString('base64url')}`;
 }
 
-function send(res: ServerResponse, status: number, body: unknown, extra: Record<string, string> = {}): void {
-  const bytes = Buffer.from(JSON.stringify(body));
+function sendBytes(
+  res: ServerResponse,
+  status: number,
+  body: string,
+  extra: Record<string, string> = {},
+): void {
+  const bytes = Buffer.from(body);
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': bytes.length, ...extra });
   res.end(res.req.method === 'HEAD' ? undefined : bytes);
-}
-
-function sendError(res: ServerResponse, e: RenderedError, extra: Record<string, string> = {}): void {
-  send(res, e.status, e.body, extra);
 }
 
 async function readBody(req: IncomingMessage): Promise<Buffer> {
@@ -58,98 +77,140 @@ async function readBody(req: IncomingMessage): Promise<Buffer> {
 
 export function createHandler(deps: GatewayDeps) {
   const { log, docsUrl } = deps;
-  const fail = (code: ErrorCode, opts?: { param?: string; message?: string }) =>
-    renderError(code, docsUrl, opts);
+  const fail = (
+    code: ErrorCode,
+    opts?: { param?: string; message?: string },
+    headers?: Record<string, string>,
+  ) => new Answer(renderError(code, docsUrl, opts), headers);
+
+  /** Decodes the request message from body, path and query; invalid input throws before anything is stored. */
+  async function decode(req: IncomingMessage, route: Route, params: Record<string, string>, url: URL) {
+    if (!route.body) {
+      const query: Record<string, string> = {};
+      for (const [k, v] of url.searchParams) query[k] = v;
+      return { init: decodeParams(route.method.input, { ...query, ...params }), json: {} as unknown };
+    }
+    let raw: Buffer;
+    try {
+      raw = await readBody(req);
+    } catch (err) {
+      if (err instanceof BodyTooLarge) throw fail('body_too_large', undefined, { connection: 'close' });
+      throw err;
+    }
+    let json: unknown = {};
+    if (raw.length > 0) {
+      try {
+        json = JSON.parse(raw.toString('utf8'));
+      } catch {
+        throw fail('invalid_json');
+      }
+    }
+    if (json === null || typeof json !== 'object' || Array.isArray(json)) {
+      throw fail('invalid_json', { message: 'The request body must be a JSON object.' });
+    }
+    // Path parameters are strings naming resource ids; they win over the body.
+    return { init: decodeObject(route.method.input, { ...json, ...params }), json };
+  }
 
   return async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const requestId = newRequestId();
     res.setHeader('request-id', requestId);
     const started = performance.now();
-    const url = new URL(req.url ?? '/', 'http://gateway');
-    const path = url.pathname;
+    const method = req.method ?? 'GET';
+    let path = '/';
+    let held: Scope | undefined;
     try {
-      if (!path.startsWith('/v1/') && path !== '/v1' && deps.pages?.(req, res, path)) return;
-      const match = deps.match(req.method ?? 'GET', path);
-      if (match.kind === 'not_found')
-        return sendError(res, fail('route_not_found', { message: `No route for ${path}.` }));
+      const url = new URL(req.url ?? '/', 'http://gateway');
+      path = url.pathname;
+      if (deps.pages?.(req, res, path)) return;
+      const match = deps.match(method, path);
+      if (match.kind === 'not_found') throw fail('route_not_found', { message: `No route for ${path}.` });
       if (match.kind === 'method_not_allowed') {
-        return sendError(
-          res,
-          fail('method_not_allowed', {
-            message: `${req.method} is not allowed on ${path}. Allowed: ${match.allow.join(', ')}.`,
-          }),
-          { allow: match.allow.join(', ') },
+        const allow = match.allow.join(', ');
+        throw fail(
+          'method_not_allowed',
+          { message: `${method} is not allowed on ${path}. Allowed: ${allow}.` },
+          { allow },
         );
       }
       const { route, params } = match;
+
       const principal = await deps.auth.authenticate(req.headers.authorization);
+      const rate = deps.limiter.take(principal.accountId, principal.rateLimit);
+      if (!rate.ok) throw fail('rate_limited', undefined, { 'retry-after': String(rate.retryAfter) });
       if (route.write && !principal.secret) throw apiError('secret_key_required');
       if (route.testHelper && principal.livemode) throw apiError('test_mode_only');
 
-      let init: Record<string, unknown>;
-      if (route.body) {
-        let raw: Buffer;
-        try {
-          raw = await readBody(req);
-        } catch (err) {
-          if (err instanceof BodyTooLarge) {
-            res.setHeader('connection', 'close');
-            return sendError(res, fail('body_too_large'));
-          }
-          throw err;
-        }
-        let json: unknown = {};
-        if (raw.length > 0) {
-          try {
-            json = JSON.parse(raw.toString('utf8'));
-          } catch {
-            return sendError(res, fail('invalid_json'));
-          }
-        }
-        if (json === null || typeof json !== 'object' || Array.isArray(json)) {
-          return sendError(res, fail('invalid_json', { message: 'The request body must be a JSON object.' }));
-        }
-        // Path parameters are strings and name resource ids; they win over the body.
-        init = decodeObject(route.method.input, { ...json, ...params });
-      } else {
-        const query: Record<string, string> = {};
-        for (const [k, v] of url.searchParams) query[k] = v;
-        init = decodeParams(route.method.input, { ...query, ...params });
-      }
-
-      const idempotencyKey = req.headers['idempotency-key'];
-      const key = typeof idempotencyKey === 'string' ? idempotencyKey : undefined;
+      const rawKey = req.headers['idempotency-key'];
+      const key = method === 'POST' && typeof rawKey === 'string' ? rawKey : undefined;
       if (key !== undefined && (key.length === 0 || key.length > 255))
         throw apiError('invalid_idempotency_key');
-      const client = deps.clientFor(route);
+      const { init, json } = await decode(req, route, params, url);
       const request = create(route.method.input, init);
+
+      if (key !== undefined) {
+        const scope: Scope = { accountId: principal.accountId, livemode: principal.livemode, key };
+        const begun = await deps.idempotency.begin(scope, fingerprint(method, path, json));
+        switch (begun.kind) {
+          case 'proceed':
+            held = scope;
+            break;
+          case 'replay':
+            return sendBytes(res, begun.status, begun.body, { 'idempotent-replayed': 'true' });
+          case 'in_use':
+            throw apiError('idempotency_key_in_use');
+          case 'mismatch':
+            throw apiError('idempotency_key_reused');
+          default: {
+            const never: never = begun;
+            throw new Error(`unknown idempotency outcome ${String(never)}`);
+          }
+        }
+      }
+
+      const call = deps.clientFor(route)[route.method.localName];
+      if (!call) throw new Error(`no client method for ${route.method.name}`);
       const headers = callerHeaders(
-        {
-          accountId: principal.accountId,
-          livemode: principal.livemode,
-          idempotencyKey: route.write ? key : undefined,
-        },
+        { accountId: principal.accountId, livemode: principal.livemode, idempotencyKey: key },
         requestId,
       );
-      const call = client[route.method.localName];
-      if (!call) throw new Error(`no client method for ${route.method.name}`);
       const answer = await call(request, { headers, timeoutMs: 30_000 });
       const output: DescMessage = route.method.output;
-      const body = isListResponse(output) ? renderList(output, answer, path) : render(output, answer);
-      send(res, 200, body);
-    } catch (err) {
-      const rendered =
-        err instanceof DecodeError
-          ? fail(err.code, { param: err.param, message: err.message })
-          : renderConnectError(err, docsUrl);
-      if (rendered.body.error.type === 'api_error') {
-        log.error({ err, requestId, method: req.method, path }, 'request failed');
+      const body = JSON.stringify(
+        isListResponse(output) ? renderList(output, answer, path) : render(output, answer),
+      );
+      if (deps.failpoint === 'gateway.after_call') process.kill(process.pid, 'SIGKILL');
+      if (held) {
+        await deps.idempotency.complete(held, 200, body);
+        held = undefined;
       }
-      if (!res.headersSent) sendError(res, rendered);
+      sendBytes(res, 200, body);
+    } catch (err) {
+      let rendered: RenderedError;
+      let extra: Record<string, string> = {};
+      if (err instanceof Answer) {
+        rendered = err.rendered;
+        extra = err.headers;
+      } else if (err instanceof DecodeError) {
+        rendered = renderError(err.code, docsUrl, { param: err.param, message: err.message });
+      } else {
+        rendered = renderConnectError(err, docsUrl);
+      }
+      if (rendered.body.error.type === 'api_error') {
+        log.error({ err, requestId, method, path }, 'request failed');
+        rendered.body.error.message = `${rendered.body.error.message} (Request-Id ${requestId})`;
+      }
+      if (held) {
+        // Nothing was done, or the outcome is unknown: either way the client may retry the key.
+        await deps.idempotency
+          .release(held)
+          .catch((e) => log.error({ err: e, requestId }, 'could not release key'));
+      }
+      if (!res.headersSent) sendBytes(res, rendered.status, JSON.stringify(rendered.body), extra);
       else res.destroy();
     } finally {
       log.debug(
-        { requestId, method: req.method, path, status: res.statusCode, ms: performance.now() - started },
+        { requestId, method, path, status: res.statusCode, ms: performance.now() - started },
         'request',
       );
     }

@@ -1,21 +1,40 @@
-// The gateway: REST ⇄ Connect for every proto route, API-key auth and the error envelope.
+// The gateway: REST ⇄ Connect for every proto route, API keys, rate limits, idempotency, the
+// error envelope, the OpenAPI document and the docs.
 import http from 'node:http';
 import { createClient, type Transport } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
 import { SERVICES, type ServiceName, serviceUrl } from '@mcs/kit/config';
+import { createDatabase } from '@mcs/kit/db';
 import { createLogger } from '@mcs/kit/log';
+import { connectNats, keyRevocationSubject } from '@mcs/kit/nats';
 import { runProcess } from '@mcs/kit/server';
 import { accounts } from '@mcs/proto';
 import { createAuthenticator } from './auth.ts';
-import { servePages } from './docs.ts';
+import { migrateGateway } from './db/migrate.ts';
+import { createPages } from './docs.ts';
 import { loadEnv } from './env.ts';
 import { createHandler, type UnaryCall } from './http.ts';
+import { createIdempotencyStore } from './idempotency.ts';
+import { buildOpenApi } from './openapi.ts';
+import { createRateLimiter } from './rate-limit.ts';
 import { buildRoutes, createMatcher, type Route } from './routes.ts';
 
 const env = loadEnv();
 const log = createLogger('gateway', env.LOG_LEVEL);
 
 await runProcess(log, async () => {
+  const database = createDatabase(env.DATABASE_URL, { name: 'gateway', max: 16 });
+  await migrateGateway(database);
+  const idempotency = createIdempotencyStore(database.db, env.IDEMPOTENCY_LOCK_TIMEOUT);
+  const sweep = () =>
+    idempotency.sweep().then(
+      (n) => n > 0 && log.info({ removed: n }, 'expired idempotency keys removed'),
+      (err) => log.warn({ err: (err as Error).message }, 'idempotency sweep failed'),
+    );
+  void sweep();
+  const janitor = setInterval(sweep, 3_600_000);
+  janitor.unref();
+
   const transports = new Map<ServiceName, Transport>(
     SERVICES.map((name) => [
       name,
@@ -36,13 +55,25 @@ await runProcess(log, async () => {
     createClient(accounts.AccountService, transports.get('accounts')!),
     env.AUTH_CACHE_TTL,
   );
+
+  // Revocations reach every replica at once; the cache TTL bounds staleness if NATS is down.
+  const nc = await connectNats(env.NATS_URL, 'gateway');
+  const revocations = nc.subscribe(keyRevocationSubject(env.MCS_NATS_PREFIX), {
+    callback: (err, msg) => {
+      if (!err) auth.forget(msg.string());
+    },
+  });
+
   const handler = createHandler({
     match: createMatcher(routes),
     clientFor,
     auth,
+    limiter: createRateLimiter(env.RATE_LIMIT_REPLICAS),
+    idempotency,
     docsUrl: env.docsUrl,
     log,
-    pages: servePages,
+    pages: createPages(buildOpenApi(routes, `http://${env.HOST}:${env.PORT}`)),
+    failpoint: env.MCS_FAILPOINT,
   });
   const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
     void handler(req, res);
@@ -57,5 +88,8 @@ await runProcess(log, async () => {
       server.close(() => resolve());
       server.closeIdleConnections();
     });
+    revocations.unsubscribe();
+    await nc.drain();
+    await database.close();
   };
 });

@@ -54,3 +54,8 @@ export async function ensureStream(jsm: JetStreamManager, names: StreamNames): P
     });
   }
 }
+
+/** Core NATS subject on which the accounts service announces revoked key ids to every gateway. */
+export function keyRevocationSubject(prefix: string): string {
+  return `${prefix}.keys.revoked`;
+}

@@ -1,7 +1,8 @@
 // The accounts service: accounts, their API keys (stored hashed) and plan limits. It has no
-// events, so unlike commerce it needs no NATS and no outbox relay.
+// domain events (no outbox); it only announces key revocations to the gateways over core NATS.
 import { createDatabase } from '@mcs/kit/db';
 import { createLogger } from '@mcs/kit/log';
+import { connectNats, keyRevocationSubject } from '@mcs/kit/nats';
 import { errorLogger, runProcess, startConnectServer } from '@mcs/kit/server';
 import { migrateAccounts } from './db/migrate.ts';
 import { loadEnv } from './env.ts';
@@ -13,14 +14,17 @@ const log = createLogger('accounts', env.LOG_LEVEL);
 await runProcess(log, async () => {
   const database = createDatabase(env.DATABASE_URL, { name: 'accounts' });
   await migrateAccounts(database);
+  const nc = await connectNats(env.NATS_URL, 'accounts');
+  const subject = keyRevocationSubject(env.MCS_NATS_PREFIX);
   const server = await startConnectServer({
-    routes: routes({ db: database.db }),
+    routes: routes({ db: database.db, announceRevocation: (keyId) => nc.publish(subject, keyId) }),
     port: env.port,
     interceptors: [errorLogger(log)],
   });
   log.info({ port: server.port }, 'accounts listening');
   return async () => {
     await server.close();
+    await nc.drain();
     await database.close();
   };
 });

@@ -110,7 +110,9 @@ export function accountHandlers(deps: Deps): ServiceImpl<typeof accounts.Account
       });
     },
     async revokeApiKey(req) {
-      return toProtoApiKey(await revokeApiKey(deps.db, { accountId: req.accountId, keyId: req.keyId }));
+      const key = await revokeApiKey(deps.db, { accountId: req.accountId, keyId: req.keyId });
+      deps.announceRevocation?.(key.id);
+      return toProtoApiKey(key);
     },
   };
 }
