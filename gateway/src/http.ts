@@ -30,7 +30,7 @@ export interface GatewayDeps {
   log: Logger;
   /** Non-/v1 pages (docs, OpenAPI); returns false when it does not serve the path. */
   pages?: (req: IncomingMessage, res: ServerResponse, path: string) => boolean;
-  /** Fault injection for crash tests: `gateway.after_call` dies between the service's answer and storing it. */
+  /** Fault injection for crash tests: `gateway.after_call` dies between a write's answer and storing it. */
   failpoint?: string | undefined;
 }
 
@@ -179,7 +179,7 @@ export function createHandler(deps: GatewayDeps) {
       const body = JSON.stringify(
         isListResponse(output) ? renderList(output, answer, path) : render(output, answer),
       );
-      if (deps.failpoint === 'gateway.after_call') process.kill(process.pid, 'SIGKILL');
+      if (deps.failpoint === 'gateway.after_call' && route.write) process.kill(process.pid, 'SIGKILL');
       if (held) {
         await deps.idempotency.complete(held, 200, body);
         held = undefined;

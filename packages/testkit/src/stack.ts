@@ -29,6 +29,8 @@ export interface Stack {
   logs: Record<Part, string[]>;
   /** Sends a signal to a part (e.g. SIGKILL) and waits for it to exit. */
   kill(part: Part, signal?: NodeJS.Signals): Promise<void>;
+  /** Sends a signal without waiting (SIGSTOP/SIGCONT to freeze and thaw a part). */
+  signal(part: Part, signal: NodeJS.Signals): void;
   /** Starts a part again after kill(). */
   restart(part: Part): Promise<void>;
   /** Runs the mcs CLI with the stack's environment; resolves its stdout. */
@@ -163,12 +165,16 @@ export async function startStack(opts: { env?: Record<string, string> } = {}): P
     nats,
     logs,
     kill,
+    signal: (part, sig) => {
+      procs.get(part)?.kill(sig);
+    },
     restart: launch,
     cli,
     async createAccount(email = `owner-${randomBytes(4).toString('hex')}@example.com`) {
       return JSON.parse(await cli(['accounts', 'create', '--email', email])) as AccountKeys;
     },
     async stop() {
+      for (const child of procs.values()) child.kill('SIGCONT'); // a frozen part cannot stop
       await Promise.all(PARTS.map((p) => kill(p, 'SIGTERM')));
       await nats.drop().catch(() => {});
       await db.drop().catch(() => {});

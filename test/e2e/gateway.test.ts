@@ -1,0 +1,289 @@
+// The gateway as a client sees it: authentication, the error envelope, idempotency (including a
+// gateway crash between the service's commit and the stored answer), rate limits and the docs.
+import { type AccountKeys, type Stack, startStack } from '@mcs/testkit';
+import { Agent, fetch } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+let stack: Stack;
+let keys: AccountKeys;
+/** Replaced after a gateway restart, so no request rides a connection to the dead process. */
+let agent = new Agent();
+
+beforeAll(async () => {
+  stack = await startStack({ env: { IDEMPOTENCY_LOCK_TIMEOUT: '1s' } });
+  keys = await stack.createAccount();
+});
+afterAll(() => stack?.stop());
+
+interface Res {
+  status: number;
+  headers: Headers;
+  text: string;
+  json: any;
+}
+
+async function call(
+  method: string,
+  path: string,
+  opts: { key?: string | null; body?: unknown; raw?: string; headers?: Record<string, string> } = {},
+): Promise<Res> {
+  const headers: Record<string, string> = { 'content-type': 'application/json', ...opts.headers };
+  const key = opts.key === undefined ? keys.secret_key : opts.key;
+  if (key !== null) headers.authorization = `Bearer ${key}`;
+  const res = await fetch(`${stack.baseUrl}${path}`, {
+    dispatcher: agent,
+    method,
+    headers,
+    body: opts.raw ?? (opts.body === undefined ? undefined : JSON.stringify(opts.body)),
+  });
+  const text = await res.text();
+  let json: any = null;
+  try {
+    json = JSON.parse(text);
+  } catch {}
+  return { status: res.status, headers: res.headers, text, json };
+}
+
+const order = (name = 'Ada') => ({
+  customer: { name, phone: '+4915112345678' },
+  currency: 'EUR',
+  items: [{ name: 'Tea', unit_amount: 450, quantity: 2 }],
+});
+
+function expectError(res: Res, status: number, type: string, code: string, param?: string) {
+  expect(res.status, res.text).toBe(status);
+  expect(res.headers.get('request-id')).toMatch(/^req_/);
+  expect(res.json.error).toMatchObject({ type, code, doc_url: `${stack.baseUrl}/docs/errors#${code}` });
+  expect(typeof res.json.error.message).toBe('string');
+  if (param) expect(res.json.error.param).toBe(param);
+  else expect(res.json.error.param).toBeUndefined();
+}
+
+describe('authentication', () => {
+  it('refuses missing, malformed and unknown keys with authentication_error', async () => {
+    expectError(await call('GET', '/v1/orders', { key: null }), 401, 'authentication_error', 'api_key_missing');
+    expectError(
+      await call('GET', '/v1/orders', { key: null, headers: { authorization: 'Basic abc' } }),
+      401,
+      'authentication_error',
+      'api_key_invalid',
+    );
+    expectError(await call('GET', '/v1/orders', { key: 'sk_test_short' }), 401, 'authentication_error', 'api_key_invalid');
+    expectError(
+      await call('GET', '/v1/orders', { key: `sk_test_${'A'.repeat(40)}` }),
+      401,
+      'authentication_error',
+      'api_key_invalid',
+    );
+  });
+
+  it('lets publishable keys read but not write', async () => {
+    expect((await call('GET', '/v1/orders', { key: keys.publishable_key })).status).toBe(200);
+    expectError(
+      await call('POST', '/v1/orders', { key: keys.publishable_key, body: order() }),
+      403,
+      'permission_error',
+      'secret_key_required',
+    );
+  });
+
+  it('keeps test and live data apart', async () => {
+    const made = await call('POST', '/v1/orders', { body: order() });
+    expect(made.json.livemode).toBe(false);
+    expectError(
+      await call('GET', `/v1/orders/${made.json.id}`, { key: keys.live_secret_key }),
+      404,
+      'not_found_error',
+      'resource_missing',
+      'id',
+    );
+    const live = await call('POST', '/v1/orders', { key: keys.live_secret_key, body: order() });
+    expect(live.json.livemode).toBe(true);
+    const testList = await call('GET', '/v1/orders?limit=100');
+    expect(testList.json.data.map((o: any) => o.id)).not.toContain(live.json.id);
+  });
+
+  it('honours a revocation at once', async () => {
+    const other = await stack.createAccount();
+    expect((await call('GET', '/v1/orders', { key: other.secret_key })).status).toBe(200); // now cached
+    const list = JSON.parse(await stack.cli(['keys', 'list', '--account', other.account.id]));
+    const sk = list.data.find((k: any) => k.kind === 'secret' && k.livemode === false);
+    await stack.cli(['keys', 'revoke', '--account', other.account.id, '--key', sk.id]);
+    const deadline = Date.now() + 1_000;
+    let status = 0;
+    while (Date.now() < deadline) {
+      status = (await call('GET', '/v1/orders', { key: other.secret_key })).status;
+      if (status === 401) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(status).toBe(401);
+  });
+});
+
+describe('errors', () => {
+  it('answers unknown routes, wrong methods, bad JSON, big bodies in the envelope', async () => {
+    expectError(await call('GET', '/v1/nowhere'), 404, 'not_found_error', 'route_not_found');
+    const wrong = await call('PUT', '/v1/orders', { body: {} });
+    expectError(wrong, 405, 'invalid_request_error', 'method_not_allowed');
+    expect(wrong.headers.get('allow')).toBe('POST, GET');
+    expectError(await call('POST', '/v1/orders', { raw: '{"customer":' }), 400, 'invalid_request_error', 'invalid_json');
+    expectError(await call('POST', '/v1/orders', { raw: '[1,2]' }), 400, 'invalid_request_error', 'invalid_json');
+    const big = await call('POST', '/v1/orders', { raw: JSON.stringify({ pad: 'x'.repeat(1024 * 1024) }) });
+    expectError(big, 413, 'invalid_request_error', 'body_too_large');
+  });
+
+  it('names the offending parameter', async () => {
+    expectError(
+      await call('POST', '/v1/orders', { body: { ...order(), customer: { name: 'A' } } }),
+      400,
+      'invalid_request_error',
+      'missing_required_field',
+      'customer.phone',
+    );
+    expectError(
+      await call('POST', '/v1/orders', { body: { ...order(), currency: 5 } }),
+      400,
+      'invalid_request_error',
+      'invalid_type',
+      'currency',
+    );
+    expectError(
+      await call('POST', '/v1/orders', { body: { ...order(), colour: 'red' } }),
+      400,
+      'invalid_request_error',
+      'unknown_parameter',
+      'colour',
+    );
+    expectError(
+      await call('POST', '/v1/orders', { body: { ...order(), customer: { name: 'A', phone: '12345' } } }),
+      400,
+      'invalid_request_error',
+      'invalid_phone',
+      'customer.phone',
+    );
+    expectError(await call('GET', '/v1/orders?limit=0'), 400, 'invalid_request_error', 'invalid_value', 'limit');
+    expectError(await call('GET', '/v1/orders?limit=101'), 400, 'invalid_request_error', 'invalid_value', 'limit');
+    expectError(await call('GET', '/v1/orders?color=red'), 400, 'invalid_request_error', 'unknown_parameter', 'color');
+  });
+
+  it('serves a documentation anchor for every doc_url', async () => {
+    const page = await fetch(`${stack.baseUrl}/docs/errors`).then((r) => r.text());
+    for (const code of ['missing_required_field', 'api_key_invalid', 'idempotency_key_reused', 'rate_limited', 'api_error']) {
+      expect(page).toContain(`id="${code}"`);
+    }
+  });
+
+  it('serves OpenAPI 3.1 with every route, and the reference page', async () => {
+    const doc = await fetch(`${stack.baseUrl}/v1/openapi.json`).then((r) => r.json());
+    expect(doc.openapi).toBe('3.1.0');
+    expect(Object.keys(doc.paths['/v1/orders'])).toEqual(expect.arrayContaining(['get', 'post']));
+    expect(doc.paths['/v1/webhooks'].post.requestBody.content['application/json'].schema.required).toEqual([
+      'url',
+      'events',
+    ]);
+    const html = await fetch(`${stack.baseUrl}/docs`).then((r) => r.text());
+    expect(html).toContain('POST /v1/orders');
+  });
+});
+
+describe('idempotency', () => {
+  it('replays the first answer byte for byte, creating nothing', async () => {
+    const key = `k-${Date.now()}`;
+    const first = await call('POST', '/v1/orders', { body: order(), headers: { 'idempotency-key': key } });
+    expect(first.status).toBe(200);
+    const again = await call('POST', '/v1/orders', { raw: JSON.stringify(order()), headers: { 'idempotency-key': key } });
+    expect(again.status).toBe(200);
+    expect(again.text).toBe(first.text);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(first.headers.get('idempotent-replayed')).toBeNull();
+    const list = await call('GET', '/v1/orders?limit=100');
+    expect(list.json.data.filter((o: any) => o.id === first.json.id)).toHaveLength(1);
+  });
+
+  it('refuses the key for another request (422) and while the first is in flight (409)', async () => {
+    const key = `k2-${Date.now()}`;
+    await call('POST', '/v1/orders', { body: order(), headers: { 'idempotency-key': key } });
+    expectError(
+      await call('POST', '/v1/orders', { body: order('Bob'), headers: { 'idempotency-key': key } }),
+      422,
+      'invalid_request_error',
+      'idempotency_key_reused',
+    );
+
+    stack.signal('commerce', 'SIGSTOP');
+    try {
+      const key3 = `k3-${Date.now()}`;
+      const pending = call('POST', '/v1/orders', { body: order(), headers: { 'idempotency-key': key3 } });
+      await new Promise((r) => setTimeout(r, 300));
+      expectError(
+        await call('POST', '/v1/orders', { body: order(), headers: { 'idempotency-key': key3 } }),
+        409,
+        'invalid_request_error',
+        'idempotency_key_in_use',
+      );
+      stack.signal('commerce', 'SIGCONT');
+      expect((await pending).status).toBe(200);
+    } finally {
+      stack.signal('commerce', 'SIGCONT');
+    }
+  });
+
+  it('checks the key length and does not store failed validation', async () => {
+    expectError(
+      await call('POST', '/v1/orders', { body: order(), headers: { 'idempotency-key': 'x'.repeat(256) } }),
+      400,
+      'invalid_request_error',
+      'invalid_idempotency_key',
+    );
+    const key = `k4-${Date.now()}`;
+    const bad = await call('POST', '/v1/orders', { body: { ...order(), currency: 'euro' }, headers: { 'idempotency-key': key } });
+    expect(bad.status).toBe(400);
+    const good = await call('POST', '/v1/orders', { body: order(), headers: { 'idempotency-key': key } });
+    expect(good.status).toBe(200);
+    expect(good.headers.get('idempotent-replayed')).toBeNull();
+  });
+
+  it('creates one order when the gateway dies between the commit and storing the answer', async () => {
+    const before = (await call('GET', '/v1/orders?limit=100')).json.data.length;
+    stack.env.MCS_FAILPOINT = 'gateway.after_call';
+    await stack.kill('gateway');
+    await stack.restart('gateway');
+    agent = new Agent();
+    const key = `crash-${Date.now()}`;
+    await expect(call('POST', '/v1/orders', { body: order('Crash'), headers: { 'idempotency-key': key } })).rejects.toThrow();
+    delete stack.env.MCS_FAILPOINT;
+    await stack.kill('gateway');
+    await stack.restart('gateway');
+    agent = new Agent();
+    // The dead gateway left the key in flight; after the lock (1 s here) a retry takes it over.
+    await new Promise((r) => setTimeout(r, 1_100));
+    const retry = await call('POST', '/v1/orders', { body: order('Crash'), headers: { 'idempotency-key': key } });
+    expect(retry.status, retry.text).toBe(200);
+    const after = (await call('GET', '/v1/orders?limit=100')).json.data;
+    expect(after.length).toBe(before + 1);
+    expect(after.filter((o: any) => o.customer.name === 'Crash').map((o: any) => o.id)).toEqual([retry.json.id]);
+    const replay = await call('POST', '/v1/orders', { body: order('Crash'), headers: { 'idempotency-key': key } });
+    expect(replay.text).toBe(retry.text);
+  });
+});
+
+describe('rate limits', () => {
+  it('answers 429 with Retry-After over the plan, succeeds after waiting, and keeps the idempotency key free', async () => {
+    const limited = JSON.parse(await stack.cli(['accounts', 'create', '--email', 'slow@example.com', '--rate-limit', '2']));
+    const key = limited.secret_key as string;
+    const results = [];
+    for (let i = 0; i < 4; i++) results.push(await call('GET', '/v1/orders', { key }));
+    const refused = results.find((r) => r.status === 429);
+    expect(refused).toBeDefined();
+    expectError(refused!, 429, 'rate_limit_error', 'rate_limited');
+    const wait = Number(refused!.headers.get('retry-after'));
+    expect(Number.isInteger(wait) && wait >= 1).toBe(true);
+
+    const idem = await call('POST', '/v1/orders', { key, body: order(), headers: { 'idempotency-key': 'rl' } });
+    expect(idem.status).toBe(429);
+    await new Promise((r) => setTimeout(r, wait * 1_000));
+    const ok = await call('POST', '/v1/orders', { key, body: order(), headers: { 'idempotency-key': 'rl' } });
+    expect(ok.status).toBe(200);
+    expect(ok.headers.get('idempotent-replayed')).toBeNull();
+  });
+});
