@@ -46,6 +46,8 @@ export async function ensureStream(jsm: JetStreamManager, names: StreamNames): P
       retention: RetentionPolicy.Limits,
       max_age: 7 * 24 * 3600 * 1e9, // nanoseconds: a week to recover a stopped consumer
       duplicate_window: 5 * 60 * 1e9,
+      // 3 on a JetStream cluster (deploy/nats), so a node may die without losing events.
+      num_replicas: Number(process.env.NATS_STREAM_REPLICAS ?? 1),
     });
   } catch (err) {
     // Another process created it between our two calls.

@@ -25,7 +25,8 @@ export async function startConnectServer(opts: {
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(opts.port, opts.host ?? '127.0.0.1', () => resolve());
+    // SERVICE_HOST lets containers bind every interface; locally services stay on loopback.
+    server.listen(opts.port, opts.host ?? process.env.SERVICE_HOST ?? '127.0.0.1', () => resolve());
   });
   const address = server.address();
   return {

@@ -1,0 +1,192 @@
+// Every route of the API, enumerated from the OpenAPI document the gateway derives from proto:
+// publishable keys cannot write, live keys cannot use test helpers, another account's ids are
+// 404 on every {id} route, and thousands of random, malformed requests never get a 5xx.
+import { type AccountKeys, type Stack, startStack } from '@mcs/testkit';
+import fc from 'fast-check';
+import { Agent, fetch } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+let stack: Stack;
+let a: AccountKeys;
+let b: AccountKeys;
+const agent = new Agent({ connections: 8 });
+let routes: Array<{ method: string; path: string; op: any }> = [];
+
+async function call(key: string | null, method: string, path: string, body?: string) {
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (key) headers.authorization = `Bearer ${key}`;
+  const res = await fetch(`${stack.baseUrl}${path}`, { method, headers, body, dispatcher: agent });
+  const text = await res.text();
+  let json: any = null;
+  try {
+    json = JSON.parse(text);
+  } catch {}
+  return { status: res.status, headers: res.headers, text, json };
+}
+
+const fill = (path: string, values: Record<string, string>) =>
+  path.replace(/\{(\w+)\}/g, (_, name) => encodeURIComponent(values[name] ?? `x_${name}`));
+
+beforeAll(async () => {
+  stack = await startStack({ env: { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'false' } });
+  a = JSON.parse(await stack.cli(['accounts', 'create', '--email', 'a@example.com', '--rate-limit', '100000']));
+  b = JSON.parse(await stack.cli(['accounts', 'create', '--email', 'b@example.com', '--rate-limit', '100000']));
+  const doc = (await (await fetch(`${stack.baseUrl}/v1/openapi.json`, { dispatcher: agent })).json()) as any;
+  routes = Object.entries(doc.paths as Record<string, Record<string, any>>).flatMap(([path, ops]) =>
+    Object.entries(ops).map(([method, op]) => ({ method: method.toUpperCase(), path, op })),
+  );
+});
+afterAll(() => stack?.stop());
+
+function expectEnvelope(res: { status: number; headers: Headers; json: any; text: string }, where: string) {
+  expect(res.status, `${where}: ${res.text}`).toBeLessThan(500);
+  expect(res.headers.get('request-id'), where).toMatch(/^req_/);
+  if (res.status >= 300) {
+    expect(res.json?.error, `${where}: ${res.text}`).toMatchObject({
+      type: expect.any(String),
+      code: expect.any(String),
+      message: expect.any(String),
+      doc_url: expect.stringContaining('/docs/errors#'),
+    });
+  }
+}
+
+describe('every route', () => {
+  it('is listed', () => {
+    expect(routes.length).toBeGreaterThanOrEqual(6);
+  });
+
+  it('refuses writes with a publishable key (403 permission_error)', async () => {
+    for (const r of routes.filter((r) => r.method !== 'GET')) {
+      const res = await call(a.publishable_key, r.method, fill(r.path, {}), '{}');
+      expect(res.status, `${r.method} ${r.path}`).toBe(403);
+      expect(res.json.error.type).toBe('permission_error');
+    }
+  });
+
+  it('refuses test helpers with live keys', async () => {
+    for (const r of routes.filter((r) => r.path.startsWith('/v1/test_helpers/'))) {
+      const res = await call(a.live_secret_key, r.method, fill(r.path, {}), '{}');
+      expect(res.status, `${r.method} ${r.path}`).toBe(403);
+      expect(res.json.error.code).toBe('test_mode_only');
+    }
+  });
+
+  it('refuses requests without a key (401) everywhere', async () => {
+    for (const r of routes) {
+      const res = await call(null, r.method, fill(r.path, {}), r.method === 'GET' ? undefined : '{}');
+      expect(res.status, `${r.method} ${r.path}`).toBe(401);
+    }
+  });
+
+  it("answers 404 for another account's ids on every route with an {id}", async () => {
+    const ids = await fixtures(a.secret_key);
+    for (const r of routes.filter((r) => r.path.includes('{'))) {
+      const names = [...r.path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]!);
+      const values: Record<string, string> = {};
+      for (const name of names) {
+        const collection = collectionOf(r.path, name);
+        const id = ids[collection];
+        expect(id, `no fixture for "${collection}" (${r.method} ${r.path}): add one in fixtures()`).toBeDefined();
+        values[name] = id!;
+      }
+      const path = fill(r.path, values);
+      const body = r.method === 'GET' || r.method === 'DELETE' ? undefined : '{}';
+      const theirs = await call(b.secret_key, r.method, path, body);
+      expect(theirs.status, `${r.method} ${path} as another account: ${theirs.text}`).toBe(404);
+      expect(theirs.json.error.type).toBe('not_found_error');
+    }
+  });
+});
+
+/** The collection a path parameter names: the literal segment before it (`/v1/orders/{id}` → orders). */
+function collectionOf(path: string, param: string): string {
+  const segs = path.split('/').filter(Boolean);
+  const i = segs.indexOf(`{${param}}`);
+  return segs[i - 1]!;
+}
+
+/** One resource of each kind, owned by the account of `key`; keyed by collection name. */
+async function fixtures(key: string): Promise<Record<string, string>> {
+  const post = async (path: string, body: unknown) => {
+    const res = await call(key, 'POST', path, JSON.stringify(body));
+    expect(res.status, `${path}: ${res.text}`).toBe(200);
+    return res.json;
+  };
+  const ids: Record<string, string> = {};
+  const endpoint = await post('/v1/webhooks', { url: 'https://93.184.215.14/hook', events: ['*'] });
+  ids.webhooks = endpoint.id;
+  const order = await post('/v1/orders', {
+    customer: { name: 'Ada', phone: '+4915112345678' },
+    currency: 'EUR',
+    items: [{ name: 'Tea', unit_amount: 450, quantity: 1 }],
+  });
+  ids.orders = order.id;
+  const has = (p: string) => routes.some((r) => r.path === p && r.method === 'POST');
+  if (has('/v1/products')) {
+    ids.products = (await post('/v1/products', { name: 'Tea', price: 450, currency: 'EUR' })).id;
+  }
+  if (has('/v1/payments')) ids.payments = (await post('/v1/payments', { order: order.id })).id;
+  if (has('/v1/conversations')) {
+    const conv = await post('/v1/conversations', { customer: { name: 'Ada', phone: '+4915112345678' } });
+    ids.conversations = conv.id;
+    if (has('/v1/conversations/{conversation}/messages')) {
+      ids.messages = (await post(`/v1/conversations/${conv.id}/messages`, { text: 'hi' })).id;
+    } else if (has('/v1/conversations/{id}/messages')) {
+      ids.messages = (await post(`/v1/conversations/${conv.id}/messages`, { text: 'hi' })).id;
+    }
+  }
+  if (routes.some((r) => r.path === '/v1/events')) {
+    for (let i = 0; i < 100 && !ids.events; i++) {
+      const list = await call(key, 'GET', '/v1/events?limit=1');
+      if (list.json?.data?.[0]) ids.events = list.json.data[0].id;
+      else await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  const deliveriesPath = routes.find((r) => r.path.endsWith('/deliveries') && r.method === 'GET')?.path;
+  if (deliveriesPath) {
+    for (let i = 0; i < 100 && !ids.deliveries; i++) {
+      const list = await call(key, 'GET', fill(deliveriesPath, { id: endpoint.id }));
+      if (list.json?.data?.[0]) ids.deliveries = list.json.data[0].id;
+      else await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  return ids;
+}
+
+describe('fuzzing every route', () => {
+  const json = fc.jsonValue({ maxDepth: 3 });
+  const strings = fc.oneof(fc.string(), fc.string({ unit: 'grapheme' }), fc.string({ unit: 'binary' }), fc.constantFrom('', ' ', '\u0000', '💥', 'null', '-1', '1e309', '%', '../', 'ord_'));
+  const value = fc.oneof(json, strings, fc.integer(), fc.double(), fc.boolean(), fc.constant(null), fc.array(json, { maxLength: 5 }));
+
+  /** Bodies near the valid shape: the route's own field names with random values. */
+  function bodyFor(op: any) {
+    const props = Object.keys(op.requestBody?.content?.['application/json']?.schema?.properties ?? {});
+    const names = fc.oneof(fc.constantFrom(...(props.length ? props : ['x'])), fc.string({ maxLength: 12 }));
+    return fc.oneof(
+      fc.dictionary(names, value, { maxKeys: 6 }).map((o) => JSON.stringify(o)),
+      json.map((v) => JSON.stringify(v)),
+      strings,
+      fc.constantFrom('{', '{"a":', '[]', 'true', '"x"', '{"customer":{"name":{"$gt":""}}}', `{"k":"${'x'.repeat(20000)}"}`),
+    );
+  }
+
+  it('never answers 5xx, always answers the error envelope', async () => {
+    let requests = 0;
+    for (const r of routes) {
+      const runs = r.method === 'GET' ? 60 : 200;
+      await fc.assert(
+        fc.asyncProperty(fc.array(strings, { minLength: 3, maxLength: 3 }), bodyFor(r.op), fc.dictionary(fc.string({ maxLength: 10 }), fc.string({ maxLength: 20 }), { maxKeys: 3 }), async (params, body, query) => {
+          const values = { id: params[0]!, conversation: params[1]!, delivery: params[2]! };
+          let path = fill(r.path, values);
+          if (r.method === 'GET') path += `?${new URLSearchParams(query)}`;
+          const res = await call(a.secret_key, r.method, path, r.method === 'GET' || r.method === 'DELETE' ? undefined : body);
+          requests++;
+          expectEnvelope(res, `${r.method} ${path} ${body.slice(0, 200)}`);
+        }),
+        { numRuns: runs },
+      );
+    }
+    expect(requests).toBeGreaterThanOrEqual(1_000);
+  }, 300_000);
+});
