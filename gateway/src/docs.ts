@@ -66,12 +66,21 @@ Machine-readable: <a href="/v1/openapi.json">OpenAPI 3.1</a>.</p>${rows}`,
   );
 }
 
-export function createPages(openapi: Record<string, unknown>) {
+export function createPages(openapi: Record<string, unknown>, ready?: () => Promise<void>) {
   const reference = referencePage(openapi as { paths: Record<string, Record<string, Operation>> });
   const errors = errorsPage();
   const openapiJson = JSON.stringify(openapi);
   return function servePages(req: IncomingMessage, res: ServerResponse, path: string): boolean {
     if (req.method !== 'GET' && req.method !== 'HEAD') return false;
+    if (path === '/readyz' || path === '/healthz') {
+      // healthz: the process answers; readyz: it can also reach PostgreSQL and NATS.
+      const check = path === '/readyz' && ready ? ready() : Promise.resolve();
+      check.then(
+        () => res.writeHead(200, { 'content-type': 'text/plain' }).end('ok'),
+        (err: Error) => res.writeHead(503, { 'content-type': 'text/plain' }).end(`not ready: ${err.message}`),
+      );
+      return true;
+    }
     let type = 'text/html; charset=utf-8';
     let body: string;
     if (path === '/docs/errors') body = errors;

@@ -1,7 +1,12 @@
 import { freshDatabase, type MigratedDatabase } from '@mcs/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrateGateway } from './db/migrate.ts';
-import { createIdempotencyStore, fingerprint, type IdempotencyStore, KEY_LIFETIME_MS } from './idempotency.ts';
+import {
+  createIdempotencyStore,
+  fingerprint,
+  type IdempotencyStore,
+  KEY_LIFETIME_MS,
+} from './idempotency.ts';
 
 let db: MigratedDatabase;
 let store: IdempotencyStore;
@@ -31,7 +36,11 @@ describe('idempotency store', () => {
     expect(await store.begin(s, 'fp1', t0)).toEqual({ kind: 'proceed' });
     expect(await store.begin(s, 'fp1', at(10))).toEqual({ kind: 'in_use' });
     await store.complete(s, 200, '{"id":"ord_1"}');
-    expect(await store.begin(s, 'fp1', at(20))).toEqual({ kind: 'replay', status: 200, body: '{"id":"ord_1"}' });
+    expect(await store.begin(s, 'fp1', at(20))).toEqual({
+      kind: 'replay',
+      status: 200,
+      body: '{"id":"ord_1"}',
+    });
     expect(await store.begin(s, 'fp2', at(30))).toEqual({ kind: 'mismatch' });
   });
 
@@ -57,7 +66,11 @@ describe('idempotency store', () => {
     expect((await store.begin(s, 'new', at(KEY_LIFETIME_MS - 1))).kind).toBe('mismatch');
     expect(await store.begin(s, 'new', at(KEY_LIFETIME_MS + 1))).toEqual({ kind: 'proceed' });
     await store.complete(s, 200, 'new');
-    expect(await store.begin(s, 'new', at(KEY_LIFETIME_MS + 2))).toEqual({ kind: 'replay', status: 200, body: 'new' });
+    expect(await store.begin(s, 'new', at(KEY_LIFETIME_MS + 2))).toEqual({
+      kind: 'replay',
+      status: 200,
+      body: 'new',
+    });
     const old = scope();
     await store.begin(old, 'fp', t0);
     expect(await store.sweep(at(KEY_LIFETIME_MS + 10))).toBeGreaterThanOrEqual(1);

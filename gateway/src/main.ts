@@ -72,7 +72,12 @@ await runProcess(log, async () => {
     idempotency,
     docsUrl: env.docsUrl,
     log,
-    pages: createPages(buildOpenApi(routes, `http://${env.HOST}:${env.PORT}`)),
+    pages: createPages(buildOpenApi(routes, env.docsUrl.replace(/\/docs$/, '')), async () => {
+      // Ready when both stores answer: the database and NATS.
+      await database.pool.query('select 1');
+      if (nc.isClosed()) throw new Error('NATS connection closed');
+      await nc.flush();
+    }),
     failpoint: env.MCS_FAILPOINT,
   });
   const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {

@@ -61,14 +61,24 @@ function expectError(res: Res, status: number, type: string, code: string, param
 
 describe('authentication', () => {
   it('refuses missing, malformed and unknown keys with authentication_error', async () => {
-    expectError(await call('GET', '/v1/orders', { key: null }), 401, 'authentication_error', 'api_key_missing');
+    expectError(
+      await call('GET', '/v1/orders', { key: null }),
+      401,
+      'authentication_error',
+      'api_key_missing',
+    );
     expectError(
       await call('GET', '/v1/orders', { key: null, headers: { authorization: 'Basic abc' } }),
       401,
       'authentication_error',
       'api_key_invalid',
     );
-    expectError(await call('GET', '/v1/orders', { key: 'sk_test_short' }), 401, 'authentication_error', 'api_key_invalid');
+    expectError(
+      await call('GET', '/v1/orders', { key: 'sk_test_short' }),
+      401,
+      'authentication_error',
+      'api_key_invalid',
+    );
     expectError(
       await call('GET', '/v1/orders', { key: `sk_test_${'A'.repeat(40)}` }),
       401,
@@ -126,8 +136,18 @@ describe('errors', () => {
     const wrong = await call('PUT', '/v1/orders', { body: {} });
     expectError(wrong, 405, 'invalid_request_error', 'method_not_allowed');
     expect(wrong.headers.get('allow')).toBe('POST, GET');
-    expectError(await call('POST', '/v1/orders', { raw: '{"customer":' }), 400, 'invalid_request_error', 'invalid_json');
-    expectError(await call('POST', '/v1/orders', { raw: '[1,2]' }), 400, 'invalid_request_error', 'invalid_json');
+    expectError(
+      await call('POST', '/v1/orders', { raw: '{"customer":' }),
+      400,
+      'invalid_request_error',
+      'invalid_json',
+    );
+    expectError(
+      await call('POST', '/v1/orders', { raw: '[1,2]' }),
+      400,
+      'invalid_request_error',
+      'invalid_json',
+    );
     const big = await call('POST', '/v1/orders', { raw: JSON.stringify({ pad: 'x'.repeat(1024 * 1024) }) });
     expectError(big, 413, 'invalid_request_error', 'body_too_large');
   });
@@ -161,20 +181,45 @@ describe('errors', () => {
       'invalid_phone',
       'customer.phone',
     );
-    expectError(await call('GET', '/v1/orders?limit=0'), 400, 'invalid_request_error', 'invalid_value', 'limit');
-    expectError(await call('GET', '/v1/orders?limit=101'), 400, 'invalid_request_error', 'invalid_value', 'limit');
-    expectError(await call('GET', '/v1/orders?color=red'), 400, 'invalid_request_error', 'unknown_parameter', 'color');
+    expectError(
+      await call('GET', '/v1/orders?limit=0'),
+      400,
+      'invalid_request_error',
+      'invalid_value',
+      'limit',
+    );
+    expectError(
+      await call('GET', '/v1/orders?limit=101'),
+      400,
+      'invalid_request_error',
+      'invalid_value',
+      'limit',
+    );
+    expectError(
+      await call('GET', '/v1/orders?color=red'),
+      400,
+      'invalid_request_error',
+      'unknown_parameter',
+      'color',
+    );
   });
 
   it('serves a documentation anchor for every doc_url', async () => {
     const page = await fetch(`${stack.baseUrl}/docs/errors`).then((r) => r.text());
-    for (const code of ['missing_required_field', 'api_key_invalid', 'idempotency_key_reused', 'rate_limited', 'api_error']) {
+    for (const code of [
+      'missing_required_field',
+      'api_key_invalid',
+      'idempotency_key_reused',
+      'rate_limited',
+      'api_error',
+    ]) {
       expect(page).toContain(`id="${code}"`);
     }
   });
 
   it('serves OpenAPI 3.1 with every route, and the reference page', async () => {
-    const doc = await fetch(`${stack.baseUrl}/v1/openapi.json`).then((r) => r.json());
+    const doc = (await fetch(`${stack.baseUrl}/v1/openapi.json`).then((r) => r.json())) as any;
+    expect(doc.servers[0].url).toBe(stack.baseUrl);
     expect(doc.openapi).toBe('3.1.0');
     expect(Object.keys(doc.paths['/v1/orders'])).toEqual(expect.arrayContaining(['get', 'post']));
     expect(doc.paths['/v1/webhooks'].post.requestBody.content['application/json'].schema.required).toEqual([
@@ -183,6 +228,8 @@ describe('errors', () => {
     ]);
     const html = await fetch(`${stack.baseUrl}/docs`).then((r) => r.text());
     expect(html).toContain('POST /v1/orders');
+    const ready = await fetch(`${stack.baseUrl}/readyz`);
+    expect(ready.status).toBe(200);
   });
 });
 
@@ -191,7 +238,10 @@ describe('idempotency', () => {
     const key = `k-${Date.now()}`;
     const first = await call('POST', '/v1/orders', { body: order(), headers: { 'idempotency-key': key } });
     expect(first.status).toBe(200);
-    const again = await call('POST', '/v1/orders', { raw: JSON.stringify(order()), headers: { 'idempotency-key': key } });
+    const again = await call('POST', '/v1/orders', {
+      raw: JSON.stringify(order()),
+      headers: { 'idempotency-key': key },
+    });
     expect(again.status).toBe(200);
     expect(again.text).toBe(first.text);
     expect(again.headers.get('idempotent-replayed')).toBe('true');
@@ -236,7 +286,10 @@ describe('idempotency', () => {
       'invalid_idempotency_key',
     );
     const key = `k4-${Date.now()}`;
-    const bad = await call('POST', '/v1/orders', { body: { ...order(), currency: 'euro' }, headers: { 'idempotency-key': key } });
+    const bad = await call('POST', '/v1/orders', {
+      body: { ...order(), currency: 'euro' },
+      headers: { 'idempotency-key': key },
+    });
     expect(bad.status).toBe(400);
     const good = await call('POST', '/v1/orders', { body: order(), headers: { 'idempotency-key': key } });
     expect(good.status).toBe(200);
@@ -250,26 +303,38 @@ describe('idempotency', () => {
     await stack.restart('gateway');
     agent = new Agent();
     const key = `crash-${Date.now()}`;
-    await expect(call('POST', '/v1/orders', { body: order('Crash'), headers: { 'idempotency-key': key } })).rejects.toThrow();
+    await expect(
+      call('POST', '/v1/orders', { body: order('Crash'), headers: { 'idempotency-key': key } }),
+    ).rejects.toThrow();
     delete stack.env.MCS_FAILPOINT;
     await stack.kill('gateway');
     await stack.restart('gateway');
     agent = new Agent();
     // The dead gateway left the key in flight; after the lock (1 s here) a retry takes it over.
     await new Promise((r) => setTimeout(r, 1_100));
-    const retry = await call('POST', '/v1/orders', { body: order('Crash'), headers: { 'idempotency-key': key } });
+    const retry = await call('POST', '/v1/orders', {
+      body: order('Crash'),
+      headers: { 'idempotency-key': key },
+    });
     expect(retry.status, retry.text).toBe(200);
     const after = (await call('GET', '/v1/orders?limit=100')).json.data;
     expect(after.length).toBe(before + 1);
-    expect(after.filter((o: any) => o.customer.name === 'Crash').map((o: any) => o.id)).toEqual([retry.json.id]);
-    const replay = await call('POST', '/v1/orders', { body: order('Crash'), headers: { 'idempotency-key': key } });
+    expect(after.filter((o: any) => o.customer.name === 'Crash').map((o: any) => o.id)).toEqual([
+      retry.json.id,
+    ]);
+    const replay = await call('POST', '/v1/orders', {
+      body: order('Crash'),
+      headers: { 'idempotency-key': key },
+    });
     expect(replay.text).toBe(retry.text);
   });
 });
 
 describe('rate limits', () => {
   it('answers 429 with Retry-After over the plan, succeeds after waiting, and keeps the idempotency key free', async () => {
-    const limited = JSON.parse(await stack.cli(['accounts', 'create', '--email', 'slow@example.com', '--rate-limit', '2']));
+    const limited = JSON.parse(
+      await stack.cli(['accounts', 'create', '--email', 'slow@example.com', '--rate-limit', '2']),
+    );
     const key = limited.secret_key as string;
     const results = [];
     for (let i = 0; i < 4; i++) results.push(await call('GET', '/v1/orders', { key }));
@@ -279,7 +344,11 @@ describe('rate limits', () => {
     const wait = Number(refused!.headers.get('retry-after'));
     expect(Number.isInteger(wait) && wait >= 1).toBe(true);
 
-    const idem = await call('POST', '/v1/orders', { key, body: order(), headers: { 'idempotency-key': 'rl' } });
+    const idem = await call('POST', '/v1/orders', {
+      key,
+      body: order(),
+      headers: { 'idempotency-key': 'rl' },
+    });
     expect(idem.status).toBe(429);
     await new Promise((r) => setTimeout(r, wait * 1_000));
     const ok = await call('POST', '/v1/orders', { key, body: order(), headers: { 'idempotency-key': 'rl' } });

@@ -21,7 +21,8 @@ pg.types.setTypeParser(20, (v) => Number(v));
 export function createDatabase(url: string, opts: { max?: number; name: string }): Database {
   const pool = new pg.Pool({
     connectionString: url,
-    max: opts.max ?? 16,
+    // DATABASE_POOL_SIZE caps every process's pool (sum over replicas ≤ the server's max_connections).
+    max: Number(process.env.DATABASE_POOL_SIZE ?? 0) || opts.max || 16,
     application_name: `mcs-${opts.name}`,
     idleTimeoutMillis: 30_000,
     connectionTimeoutMillis: 10_000,
