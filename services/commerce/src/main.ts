@@ -6,6 +6,7 @@ import { startRelay } from '@mcs/kit/outbox';
 import { errorLogger, runProcess, startConnectServer } from '@mcs/kit/server';
 import { migrateCommerce } from './db/migrate.ts';
 import { loadEnv } from './env.ts';
+import { sandboxProviders } from './providers/sandbox.ts';
 import { routes } from './routes.ts';
 
 const env = loadEnv();
@@ -19,7 +20,7 @@ await runProcess(log, async () => {
   await ensureStream(await nc.jetstreamManager(), names);
   const relay = startRelay({ pool: database.pool, schema: 'commerce', js: nc.jetstream(), names, log });
   const server = await startConnectServer({
-    routes: routes({ db: database.db, relay }),
+    routes: routes({ db: database.db, relay, payments: sandboxProviders() }),
     port: env.port,
     interceptors: [errorLogger(log)],
   });

@@ -4,6 +4,7 @@ import { createLogger } from '@mcs/kit/log';
 import { connectNats, ensureStream, streamNames } from '@mcs/kit/nats';
 import { startRelay } from '@mcs/kit/outbox';
 import { errorLogger, runProcess, startConnectServer } from '@mcs/kit/server';
+import { sandboxChannels } from './channels/sandbox.ts';
 import { migrateMessaging } from './db/migrate.ts';
 import { loadEnv } from './env.ts';
 import { routes } from './routes.ts';
@@ -19,7 +20,7 @@ await runProcess(log, async () => {
   await ensureStream(await nc.jetstreamManager(), names);
   const relay = startRelay({ pool: database.pool, schema: 'messaging', js: nc.jetstream(), names, log });
   const server = await startConnectServer({
-    routes: routes(),
+    routes: routes({ db: database.db, relay, channels: sandboxChannels() }),
     port: env.port,
     interceptors: [errorLogger(log)],
   });

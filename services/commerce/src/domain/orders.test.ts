@@ -2,7 +2,18 @@ import type { Caller } from '@mcs/kit/caller';
 import { apiErrorOf, freshDatabase, type MigratedDatabase } from '@mcs/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrateCommerce } from '../db/migrate.ts';
-import { createOrder, getOrder, listOrders, validateOrder } from './orders.ts';
+import {
+  createOrder,
+  getOrder,
+  listOrders,
+  ORDER_STATUSES,
+  ORDER_TRANSITIONS,
+  type OrderStatus,
+  type OrderTransition,
+  transitionOrder,
+  validateOrder,
+} from './orders.ts';
+import { archiveProduct, createProduct } from './products.ts';
 
 let db: MigratedDatabase;
 beforeAll(async () => {
@@ -19,6 +30,11 @@ const good = {
     { name: 'Cake', unitAmount: 300, quantity: 1 },
   ],
 };
+/** Strictly increasing times: ids order by their millisecond, and lists by id. */
+const clock = (() => {
+  let t = Date.now();
+  return () => new Date(++t);
+})();
 const codeOf = async (fn: () => unknown) => (await apiErrorOf(Promise.resolve().then(fn))).code;
 const paramOf = async (fn: () => unknown) => (await apiErrorOf(Promise.resolve().then(fn))).param;
 
@@ -88,7 +104,7 @@ describe('orders in the database', () => {
     const acct: Caller = { accountId: 'acct_pages', livemode: false, idempotencyKey: undefined };
     const ids: string[] = [];
     for (let i = 0; i < 5; i++)
-      ids.push((await db.db.transaction((tx) => createOrder(tx, acct, good))).order.id);
+      ids.push((await db.db.transaction((tx) => createOrder(tx, acct, good, clock()))).order.id);
     const first = await listOrders(db.db, acct, { limit: 2 });
     expect(first.data.map((o) => o.id)).toEqual([ids[4], ids[3]]);
     expect(first.hasMore).toBe(true);
@@ -96,5 +112,168 @@ describe('orders in the database', () => {
     expect(rest.data.map((o) => o.id)).toEqual([ids[2], ids[1], ids[0]]);
     expect(rest.hasMore).toBe(false);
     expect(await paramOf(() => listOrders(db.db, acct, { limit: 101 }))).toBe('limit');
+  });
+});
+
+describe('orders priced from products', () => {
+  const shop: Caller = { accountId: 'acct_shop', livemode: false, idempotencyKey: undefined };
+  const product = async (c: Caller, price: number, currency = 'EUR', name = 'Tea') =>
+    (await db.db.transaction((tx) => createProduct(tx, c, { name, price, currency }))).product;
+  const order = (c: Caller, items: unknown[], currency = 'EUR') =>
+    db.db.transaction((tx) => createOrder(tx, c, { ...good, currency, items: items as never }));
+
+  it("takes each product's name and price, mixed with ad-hoc lines", async () => {
+    const tea = await product(shop, 450, 'EUR', 'Green tea');
+    const cake = await product(shop, 300, 'EUR', 'Cake');
+    const { order: o } = await order(shop, [
+      { product: tea.id, quantity: 2 },
+      { product: cake.id, quantity: 1 },
+      { name: 'Gift wrap', unitAmount: 150, quantity: 1 },
+    ]);
+    expect(o.total).toBe(450 * 2 + 300 + 150);
+    expect(o.items).toEqual([
+      { product: tea.id, name: 'Green tea', unitAmount: 450, quantity: 2, amount: 900 },
+      { product: cake.id, name: 'Cake', unitAmount: 300, quantity: 1, amount: 300 },
+      { product: null, name: 'Gift wrap', unitAmount: 150, quantity: 1, amount: 150 },
+    ]);
+  });
+
+  it('refuses products of other accounts or modes, archived products and other currencies', async () => {
+    const mine = await product(shop, 100);
+    const theirs = await product({ ...shop, accountId: 'acct_else' }, 100);
+    const live = await product({ ...shop, livemode: true }, 100);
+    const usd = await product(shop, 100, 'USD');
+    const gone = await product(shop, 100);
+    await db.db.transaction((tx) => archiveProduct(tx, shop, gone.id));
+    const cases: Array<[string, RegExp]> = [
+      ['prod_doesnotexist', /No such product/],
+      [theirs.id, /No such product/],
+      [live.id, /No such product/],
+      [gone.id, /archived/],
+      [usd.id, /priced in USD, but the order is in EUR/],
+    ];
+    for (const [id, message] of cases) {
+      const e = await apiErrorOf(
+        order(shop, [
+          { product: mine.id, quantity: 1 },
+          { product: id, quantity: 1 },
+        ]),
+      );
+      expect([e.code, e.param], id).toEqual(['invalid_value', 'items[1].product']);
+      expect(e.err.rawMessage).toMatch(message);
+    }
+    expect((await order(shop, [{ product: usd.id, quantity: 3 }], 'USD')).order.total).toBe(300);
+  });
+
+  it('refuses a line that names a product and also a name or price', async () => {
+    const p = await product(shop, 100);
+    expect((await apiErrorOf(order(shop, [{ product: p.id, quantity: 1, unitAmount: 5 }]))).param).toBe(
+      'items[0].unit_amount',
+    );
+    expect((await apiErrorOf(order(shop, [{ product: p.id, quantity: 1, name: 'x' }]))).param).toBe(
+      'items[0].name',
+    );
+    expect((await apiErrorOf(order(shop, [{ product: p.id, quantity: 0 }]))).param).toBe('items[0].quantity');
+  });
+
+  it('answers a retried key with its order even when the retry would now fail validation', async () => {
+    const p = await product(shop, 100);
+    const keyed = { ...shop, idempotencyKey: 'order-after-archive' };
+    const first = await order(keyed, [{ product: p.id, quantity: 1 }]);
+    await db.db.transaction((tx) => archiveProduct(tx, shop, p.id));
+    const retry = await order(keyed, [{ product: p.id, quantity: 1 }]);
+    expect(retry).toEqual({ created: false, order: first.order });
+    // Without the key, the same request is refused.
+    expect((await apiErrorOf(order(shop, [{ product: p.id, quantity: 1 }]))).param).toBe('items[0].product');
+  });
+
+  it('keeps the price it was created with when the product changes later', async () => {
+    const p = await product(shop, 100);
+    const { order: o } = await order(shop, [{ product: p.id, quantity: 1 }]);
+    await db.db.transaction((tx) => archiveProduct(tx, shop, p.id));
+    expect((await getOrder(db.db, shop, o.id)).items[0]).toMatchObject({ product: p.id, unitAmount: 100 });
+  });
+});
+
+describe('the order life cycle', () => {
+  const acct: Caller = { accountId: 'acct_life', livemode: false, idempotencyKey: undefined };
+  const newOrder = async () => (await db.db.transaction((tx) => createOrder(tx, acct, good))).order;
+  const step = (id: string, t: OrderTransition) =>
+    db.db.transaction((tx) => transitionOrder(tx, acct, id, t));
+  /** An order brought to `status` along legal steps. */
+  const orderIn = async (status: OrderStatus) => {
+    const o = await newOrder();
+    const path: Record<OrderStatus, OrderTransition[]> = {
+      pending: [],
+      paid: ['pay'],
+      fulfilled: ['pay', 'fulfill'],
+      cancelled: ['cancel'],
+      refunded: ['pay', 'refund'],
+    };
+    for (const t of path[status]) await step(o.id, t);
+    return o;
+  };
+
+  it('allows exactly pending→paid→fulfilled, pending→cancelled and paid→refunded', async () => {
+    const allowed = new Set(['pending>pay', 'pending>cancel', 'paid>fulfill', 'paid>refund']);
+    for (const status of ORDER_STATUSES) {
+      for (const t of Object.keys(ORDER_TRANSITIONS) as OrderTransition[]) {
+        const o = await orderIn(status);
+        const label = `${status}>${t}`;
+        if (allowed.has(label)) {
+          const after = await step(o.id, t);
+          expect(after.status, label).toBe(ORDER_TRANSITIONS[t].to);
+          expect(after.updatedAt.getTime()).toBeGreaterThanOrEqual(o.updatedAt.getTime());
+        } else {
+          const e = await apiErrorOf(step(o.id, t));
+          expect([e.code, e.param], label).toEqual(['invalid_state_transition', '']);
+          expect(e.err.rawMessage).toContain(`from ${status} to ${ORDER_TRANSITIONS[t].to}`);
+          expect((await getOrder(db.db, acct, o.id)).status).toBe(status);
+        }
+      }
+    }
+  });
+
+  it('changes only orders of the caller', async () => {
+    const o = await newOrder();
+    for (const other of [
+      { ...acct, accountId: 'acct_x' },
+      { ...acct, livemode: true },
+    ]) {
+      const e = await apiErrorOf(db.db.transaction((tx) => transitionOrder(tx, other, o.id, 'cancel')));
+      expect(e.code).toBe('resource_missing');
+    }
+    expect((await getOrder(db.db, acct, o.id)).status).toBe('pending');
+  });
+
+  it('lets exactly one of several concurrent transitions win', async () => {
+    const o = await newOrder();
+    const results = await Promise.allSettled([
+      step(o.id, 'cancel'),
+      step(o.id, 'pay'),
+      step(o.id, 'cancel'),
+      step(o.id, 'pay'),
+    ]);
+    const won = results.filter((r) => r.status === 'fulfilled');
+    expect(won).toHaveLength(1);
+    const final = (await getOrder(db.db, acct, o.id)).status;
+    expect(['cancelled', 'paid']).toContain(final);
+    for (const r of results) {
+      if (r.status === 'rejected')
+        expect((await apiErrorOf(Promise.reject(r.reason))).code).toBe('invalid_state_transition');
+    }
+  });
+
+  it('lists by status', async () => {
+    const c: Caller = { accountId: 'acct_filter', livemode: false, idempotencyKey: undefined };
+    const a = (await db.db.transaction((tx) => createOrder(tx, c, good, clock()))).order;
+    const b = (await db.db.transaction((tx) => createOrder(tx, c, good, clock()))).order;
+    await db.db.transaction((tx) => transitionOrder(tx, c, a.id, 'cancel'));
+    const ids = async (status?: OrderStatus) =>
+      (await listOrders(db.db, c, { status })).data.map((o) => o.id);
+    expect(await ids()).toEqual([b.id, a.id]);
+    expect(await ids('cancelled')).toEqual([a.id]);
+    expect(await ids('pending')).toEqual([b.id]);
+    expect(await ids('paid')).toEqual([]);
   });
 });

@@ -1,14 +1,17 @@
-// Order rules: validation, pricing and totals, creation with its event in one transaction.
-// Speaks its own types; the handler maps them to and from proto.
+// Order rules: validation, pricing from products and totals, creation, and the status life cycle.
+// Speaks its own types; the handler maps them to and from proto and appends the events.
 import { apiError } from '@mcs/errors';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
-import { newId } from '@mcs/kit/ids';
-import { listLimit, requireCurrency, requireInteger, requirePhone, requireText } from '@mcs/kit/validate';
-import { and, desc, eq, lt } from 'drizzle-orm';
+import { isId, newId } from '@mcs/kit/ids';
+import { requireCurrency, requireInteger, requirePhone, requireText } from '@mcs/kit/validate';
+import { desc, eq, lt } from 'drizzle-orm';
 import { type OrderItemRow, orders } from '../db/schema.ts';
+import { byIdempotencyKey, createOnce, ownedBy, ownedRow, pageLimit, pageStart } from './common.ts';
+import { MAX_AMOUNT, type Product, productsById } from './products.ts';
 
-export type OrderStatus = 'pending' | 'paid' | 'fulfilled' | 'cancelled' | 'refunded';
+export const ORDER_STATUSES = ['pending', 'paid', 'fulfilled', 'cancelled', 'refunded'] as const;
+export type OrderStatus = (typeof ORDER_STATUSES)[number];
 
 export type Order = typeof orders.$inferSelect & { status: OrderStatus };
 
@@ -26,17 +29,30 @@ export interface CreateOrderInput {
 }
 
 export const MAX_ITEMS = 100;
-const MAX_AMOUNT = 99_999_999_999; // a total above this is a mistake, not an order
 const MAX_QUANTITY = 1_000_000;
 
-/** Checks and prices the input; throws the catalog error naming the first bad param. */
-export function validateOrder(input: CreateOrderInput): {
+export interface ValidOrder {
   customerName: string;
   customerPhone: string;
   currency: string;
   items: OrderItemRow[];
   total: number;
-} {
+}
+
+function invalidProduct(param: string, message: string) {
+  return apiError('invalid_value', { param, message });
+}
+
+/**
+ * Checks and prices the input; throws the catalog error naming the first bad param. A line
+ * with `product` takes that product's name and price: the product must be one of `catalog`
+ * (the caller's products, see productsById), active, and priced in the order's currency. A
+ * line without one gives its own name and unit_amount.
+ */
+export function validateOrder(
+  input: CreateOrderInput,
+  catalog: ReadonlyMap<string, Product> = new Map(),
+): ValidOrder {
   if (!input.customer)
     throw apiError('missing_required_field', {
       param: 'customer',
@@ -57,16 +73,40 @@ export function validateOrder(input: CreateOrderInput): {
   const items = input.items.map((item, i): OrderItemRow => {
     const p = `items[${i}]`;
     const quantity = requireInteger(item.quantity, `${p}.quantity`, { min: 1, max: MAX_QUANTITY });
+    let line: Omit<OrderItemRow, 'quantity' | 'amount'>;
     if (item.product !== undefined) {
-      // Catalog products arrive with the products resource; until then a product id names nothing.
-      throw apiError('resource_missing', {
-        param: `${p}.product`,
-        message: `No such product: ${item.product}.`,
-      });
+      // The product prices the line; a second price or name would leave it ambiguous.
+      for (const [given, param] of [
+        [item.name, 'name'],
+        [item.unitAmount, 'unit_amount'],
+      ] as const) {
+        if (given !== undefined)
+          throw apiError('invalid_value', {
+            param: `${p}.${param}`,
+            message: `${p}.${param} cannot be given with ${p}.product: the product sets it.`,
+          });
+      }
+      const product = catalog.get(item.product);
+      if (!product) throw invalidProduct(`${p}.product`, `No such product: ${item.product}.`);
+      if (!product.active)
+        throw invalidProduct(`${p}.product`, `Product ${product.id} is archived and cannot be ordered.`);
+      if (product.currency !== currency)
+        throw invalidProduct(
+          `${p}.product`,
+          `Product ${product.id} is priced in ${product.currency}, but the order is in ${currency}.`,
+        );
+      line = { product: product.id, name: product.name, unitAmount: product.price };
+    } else {
+      line = {
+        product: null,
+        name: requireText(item.name, `${p}.name`, 200),
+        unitAmount: requireInteger(item.unitAmount, `${p}.unit_amount`, { min: 0, max: MAX_AMOUNT }),
+      };
     }
-    const name = requireText(item.name, `${p}.name`, 200);
-    const unitAmount = requireInteger(item.unitAmount, `${p}.unit_amount`, { min: 0, max: MAX_AMOUNT });
-    return { product: null, name, unitAmount, quantity, amount: unitAmount * quantity };
+    const amount = line.unitAmount * quantity;
+    if (amount > MAX_AMOUNT)
+      throw apiError('invalid_value', { param: p, message: `The amount of ${p} is too large.` });
+    return { ...line, quantity, amount };
   });
   const total = items.reduce((sum, it) => sum + it.amount, 0);
   if (total > MAX_AMOUNT)
@@ -84,68 +124,125 @@ export async function createOrder(
   input: CreateOrderInput,
   now = new Date(),
 ): Promise<{ order: Order; created: boolean }> {
-  const v = validateOrder(input);
-  const [row] = await tx
-    .insert(orders)
-    .values({
-      id: newId('ord', now.getTime()),
-      accountId: caller.accountId,
-      livemode: caller.livemode,
-      status: 'pending',
-      customerName: v.customerName,
-      customerPhone: v.customerPhone,
-      currency: v.currency,
-      total: v.total,
-      items: v.items,
-      idempotencyKey: caller.idempotencyKey ?? null,
-      createdAt: now,
-      updatedAt: now,
-    })
-    .onConflictDoNothing()
-    .returning();
-  if (row) return { order: row as Order, created: true };
-  const [existing] = await tx
-    .select()
-    .from(orders)
-    .where(
-      and(
-        eq(orders.accountId, caller.accountId),
-        eq(orders.livemode, caller.livemode),
-        eq(orders.idempotencyKey, caller.idempotencyKey ?? ''),
-      ),
-    );
-  if (!existing) throw new Error('order insert conflicted but no order holds the idempotency key');
-  return { order: existing as Order, created: false };
+  const { row, created } = await createOnce(
+    caller,
+    async (keyed) => (await tx.select().from(orders).where(byIdempotencyKey(orders, keyed)))[0] as Order,
+    async () => {
+      const ids = input.items.flatMap((it) => (it.product === undefined ? [] : [it.product]));
+      const v = validateOrder(input, await productsById(tx, caller, ids));
+      const [inserted] = await tx
+        .insert(orders)
+        .values({
+          id: newId('ord', now.getTime()),
+          accountId: caller.accountId,
+          livemode: caller.livemode,
+          status: 'pending',
+          ...v,
+          idempotencyKey: caller.idempotencyKey ?? null,
+          createdAt: now,
+          updatedAt: now,
+        })
+        .onConflictDoNothing()
+        .returning();
+      return inserted as Order | undefined;
+    },
+  );
+  return { order: row, created };
+}
+
+function missing(id: string) {
+  return apiError('resource_missing', { param: 'id', message: `No such order: ${id}.` });
 }
 
 export async function getOrder(tx: Tx, caller: Caller, id: string): Promise<Order> {
+  if (!isId('ord', id)) throw missing(id);
   const [row] = await tx
     .select()
     .from(orders)
-    .where(
-      and(eq(orders.id, id), eq(orders.accountId, caller.accountId), eq(orders.livemode, caller.livemode)),
-    );
-  if (!row) throw apiError('resource_missing', { param: 'id', message: `No such order: ${id}.` });
+    .where(ownedRow(orders, caller, id));
+  if (!row) throw missing(id);
   return row as Order;
+}
+
+/** Reads the order and locks it until `tx` ends: the way to read an order about to change. */
+export async function lockOrder(
+  tx: Tx,
+  caller: Caller,
+  id: string,
+  strength: 'update' | 'share' = 'update',
+): Promise<Order | undefined> {
+  if (!isId('ord', id)) return undefined;
+  const [row] = await tx
+    .select()
+    .from(orders)
+    .where(ownedRow(orders, caller, id))
+    .for(strength);
+  return row as Order | undefined;
 }
 
 export async function listOrders(
   tx: Tx,
   caller: Caller,
-  opts: { limit?: number; startingAfter?: string },
+  opts: { limit?: number; startingAfter?: string; status?: OrderStatus },
 ): Promise<{ data: Order[]; hasMore: boolean }> {
-  const limit = listLimit(opts.limit);
+  const limit = pageLimit(opts.limit);
+  const after = pageStart('ord', opts.startingAfter);
   const rows = await tx
     .select()
     .from(orders)
     .where(
-      and(
-        eq(orders.accountId, caller.accountId),
-        eq(orders.livemode, caller.livemode),
-        opts.startingAfter ? lt(orders.id, opts.startingAfter) : undefined,
+      ownedBy(
+        orders,
+        caller,
+        opts.status ? eq(orders.status, opts.status) : undefined,
+        after ? lt(orders.id, after) : undefined,
       ),
     )
     .orderBy(desc(orders.id))
     .limit(limit + 1);
   return { data: rows.slice(0, limit) as Order[], hasMore: rows.length > limit };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The life cycle: pending → paid → fulfilled, pending → cancelled, paid → refunded. Nothing else.
+
+/** Each way an order's status changes: `pay` comes from a completed payment, the rest from the API. */
+export const ORDER_TRANSITIONS = {
+  pay: { from: 'pending', to: 'paid' },
+  cancel: { from: 'pending', to: 'cancelled' },
+  fulfill: { from: 'paid', to: 'fulfilled' },
+  refund: { from: 'paid', to: 'refunded' },
+} as const satisfies Record<string, { from: OrderStatus; to: OrderStatus }>;
+export type OrderTransition = keyof typeof ORDER_TRANSITIONS;
+
+/** The error for an order that cannot make `transition` from `status`. */
+export function illegalTransition(id: string, status: OrderStatus, transition: OrderTransition) {
+  const { from, to } = ORDER_TRANSITIONS[transition];
+  return apiError('invalid_state_transition', {
+    message: `Order ${id} cannot go from ${status} to ${to}: only ${from} orders can become ${to}.`,
+  });
+}
+
+/**
+ * Moves the order along one transition. The row is locked (SELECT … FOR UPDATE) before its
+ * status is checked, so of two concurrent transitions from one status exactly one succeeds and
+ * the other sees the new status and fails.
+ */
+export async function transitionOrder(
+  tx: Tx,
+  caller: Caller,
+  id: string,
+  transition: OrderTransition,
+  now = new Date(),
+): Promise<Order> {
+  const current = await lockOrder(tx, caller, id);
+  if (!current) throw missing(id);
+  const { from, to } = ORDER_TRANSITIONS[transition];
+  if (current.status !== from) throw illegalTransition(id, current.status, transition);
+  const [row] = await tx
+    .update(orders)
+    .set({ status: to, updatedAt: now })
+    .where(eq(orders.id, current.id))
+    .returning();
+  return row as Order;
 }

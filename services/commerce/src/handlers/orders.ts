@@ -1,47 +1,31 @@
 // OrderService over Connect: decode, call the domain in a transaction, encode. Nothing else.
 import { create } from '@bufbuild/protobuf';
-import { timestampFromDate } from '@bufbuild/protobuf/wkt';
-import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
-import { callerOf } from '@mcs/kit/caller';
-import { appendEvent } from '@mcs/kit/outbox';
+import type { ServiceImpl } from '@connectrpc/connect';
+import { type Caller, callerOf } from '@mcs/kit/caller';
 import { commerce, events } from '@mcs/proto';
-import { outbox } from '../db/schema.ts';
 import type { Deps } from '../deps.ts';
-import { createOrder, getOrder, listOrders, type Order, type OrderStatus } from '../domain/orders.ts';
-
-const STATUS: Record<OrderStatus, commerce.OrderStatus> = {
-  pending: commerce.OrderStatus.PENDING,
-  paid: commerce.OrderStatus.PAID,
-  fulfilled: commerce.OrderStatus.FULFILLED,
-  cancelled: commerce.OrderStatus.CANCELLED,
-  refunded: commerce.OrderStatus.REFUNDED,
-};
-
-export function toProtoOrder(o: Order): commerce.Order {
-  return create(commerce.OrderSchema, {
-    id: o.id,
-    status: STATUS[o.status],
-    customer: { name: o.customerName, phone: o.customerPhone },
-    total: BigInt(o.total),
-    currency: o.currency,
-    items: o.items.map((it) => ({
-      ...(it.product ? { product: it.product } : {}),
-      name: it.name,
-      unitAmount: BigInt(it.unitAmount),
-      quantity: BigInt(it.quantity),
-      amount: BigInt(it.amount),
-    })),
-    livemode: o.livemode,
-    createdAt: timestampFromDate(o.createdAt),
-    updatedAt: timestampFromDate(o.updatedAt),
-  });
-}
+import {
+  createOrder,
+  getOrder,
+  listOrders,
+  type OrderTransition,
+  transitionOrder,
+} from '../domain/orders.ts';
+import { emit, orderStatusOf, toProtoOrder, write } from './proto.ts';
 
 export function orderHandlers(deps: Deps): ServiceImpl<typeof commerce.OrderService> {
+  /** One step of the life cycle, with its order.updated. */
+  const transition = (caller: Caller, id: string, step: OrderTransition) =>
+    write(deps, async (tx) => {
+      const order = await transitionOrder(tx, caller, id, step);
+      await emit(tx, caller, { type: events.EventType.ORDER_UPDATED, order });
+      return toProtoOrder(order);
+    });
+
   return {
-    async createOrder(req, ctx: HandlerContext) {
+    async createOrder(req, ctx) {
       const caller = callerOf(ctx);
-      const order = await deps.db.transaction(async (tx) => {
+      return write(deps, async (tx) => {
         const { order, created } = await createOrder(tx, caller, {
           customer: req.customer,
           currency: req.currency,
@@ -52,19 +36,9 @@ export function orderHandlers(deps: Deps): ServiceImpl<typeof commerce.OrderServ
             quantity: Number(it.quantity),
           })),
         });
-        if (created) {
-          await appendEvent(tx, outbox, {
-            type: events.EventType.ORDER_CREATED,
-            accountId: caller.accountId,
-            livemode: caller.livemode,
-            data: { case: 'order', value: toProtoOrder(order) },
-            createdAtMs: order.createdAt.getTime(),
-          });
-        }
-        return order;
+        if (created) await emit(tx, caller, { type: events.EventType.ORDER_CREATED, order });
+        return toProtoOrder(order);
       });
-      deps.relay.wake();
-      return toProtoOrder(order);
     },
     async getOrder(req, ctx) {
       return toProtoOrder(await getOrder(deps.db, callerOf(ctx), req.id));
@@ -73,11 +47,21 @@ export function orderHandlers(deps: Deps): ServiceImpl<typeof commerce.OrderServ
       const page = await listOrders(deps.db, callerOf(ctx), {
         limit: req.limit,
         startingAfter: req.startingAfter || undefined,
+        status: orderStatusOf(req.status),
       });
       return create(commerce.ListOrdersResponseSchema, {
         data: page.data.map(toProtoOrder),
         hasMore: page.hasMore,
       });
+    },
+    async cancelOrder(req, ctx) {
+      return transition(callerOf(ctx), req.id, 'cancel');
+    },
+    async fulfillOrder(req, ctx) {
+      return transition(callerOf(ctx), req.id, 'fulfill');
+    },
+    async refundOrder(req, ctx) {
+      return transition(callerOf(ctx), req.id, 'refund');
     },
   };
 }

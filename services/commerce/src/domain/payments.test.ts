@@ -1,0 +1,174 @@
+import type { Caller } from '@mcs/kit/caller';
+import { apiErrorOf, freshDatabase, type MigratedDatabase } from '@mcs/testkit';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { migrateCommerce } from '../db/migrate.ts';
+import { createSandboxPaymentProvider, SANDBOX_DECLINE } from '../providers/sandbox.ts';
+import { createOrder, getOrder, transitionOrder } from './orders.ts';
+import { completeTestPayment, createPayment, failTestPayment, getPayment, listPayments } from './payments.ts';
+
+let db: MigratedDatabase;
+beforeAll(async () => {
+  db = await freshDatabase(migrateCommerce);
+});
+afterAll(() => db?.close());
+
+/** Strictly increasing times: ids order by their millisecond, and lists by id. */
+const clock = (() => {
+  let t = Date.now();
+  return () => new Date(++t);
+})();
+const sandbox = createSandboxPaymentProvider();
+const caller: Caller = { accountId: 'acct_pay', livemode: false, idempotencyKey: undefined };
+const orderInput = {
+  customer: { name: 'Ada', phone: '+4915112345678' },
+  currency: 'EUR',
+  items: [{ name: 'Tea', unitAmount: 450, quantity: 2 }],
+};
+const newOrder = async (c: Caller = caller) =>
+  (await db.db.transaction((tx) => createOrder(tx, c, orderInput))).order;
+const pay = (orderId: string, c: Caller = caller, amount?: number) =>
+  db.db.transaction((tx) => createPayment(tx, c, { order: orderId, amount }, sandbox, clock()));
+const complete = (id: string, c: Caller = caller) =>
+  db.db.transaction((tx) => completeTestPayment(tx, c, id, sandbox));
+const fail = (id: string, message?: string, c: Caller = caller) =>
+  db.db.transaction((tx) => failTestPayment(tx, c, id, sandbox, message));
+
+describe('creating payments', () => {
+  it("opens a pending payment for the order's total at the sandbox", async () => {
+    const o = await newOrder();
+    const { payment, created } = await pay(o.id);
+    expect(created).toBe(true);
+    expect(payment).toMatchObject({
+      orderId: o.id,
+      amount: 900,
+      currency: 'EUR',
+      status: 'pending',
+      failureMessage: null,
+      provider: 'sandbox',
+      providerReference: `sandbox_${payment.id}`,
+      livemode: false,
+    });
+    expect(payment.id).toMatch(/^pay_/);
+    expect((await pay(o.id, caller, 900)).payment.amount).toBe(900);
+  });
+
+  it('names the offending parameter', async () => {
+    const o = await newOrder();
+    const cases: Array<[() => Promise<unknown>, string, string]> = [
+      [() => pay(''), 'order', 'missing_required_field'],
+      [() => pay('ord_nope'), 'order', 'invalid_value'],
+      [() => pay(o.id, caller, 899), 'amount', 'invalid_value'],
+      [() => pay(o.id, caller, -1), 'amount', 'invalid_value'],
+      [() => pay(o.id, { ...caller, accountId: 'acct_other' }), 'order', 'invalid_value'],
+      [() => pay(o.id, { ...caller, livemode: true }), 'order', 'invalid_value'],
+    ];
+    for (const [p, param, code] of cases) {
+      const e = await apiErrorOf(p());
+      expect([e.param, e.code]).toEqual([param, code]);
+    }
+  });
+
+  it('takes payments only for pending orders', async () => {
+    const o = await newOrder();
+    await db.db.transaction((tx) => transitionOrder(tx, caller, o.id, 'cancel'));
+    const e = await apiErrorOf(pay(o.id));
+    expect([e.code, e.param]).toEqual(['invalid_state_transition', 'order']);
+    expect(e.err.rawMessage).toMatch(/is cancelled/);
+  });
+
+  it('returns the first payment for a reused idempotency key, even once the order is paid', async () => {
+    const o = await newOrder();
+    const keyed = { ...caller, idempotencyKey: 'pay-1' };
+    const a = await pay(o.id, keyed);
+    await complete(a.payment.id);
+    const b = await pay(o.id, keyed);
+    expect(b).toMatchObject({ created: false, payment: { id: a.payment.id, status: 'succeeded' } });
+  });
+});
+
+describe('settling payments', () => {
+  it('completes: the payment succeeds and the order becomes paid in the same step', async () => {
+    const o = await newOrder();
+    const { payment } = await pay(o.id);
+    const done = await complete(payment.id);
+    expect(done.payment).toMatchObject({ id: payment.id, status: 'succeeded', failureMessage: null });
+    expect(done.order).toMatchObject({ id: o.id, status: 'paid' });
+    expect(done.order!.updatedAt).toEqual(done.payment.updatedAt);
+    expect((await getOrder(db.db, caller, o.id)).status).toBe('paid');
+    const again = await apiErrorOf(complete(payment.id));
+    expect(again.code).toBe('invalid_state_transition');
+    expect(again.err.rawMessage).toMatch(/from succeeded to succeeded/);
+    expect((await apiErrorOf(fail(payment.id))).code).toBe('invalid_state_transition');
+  });
+
+  it('fails with the default or the given message and leaves the order payable', async () => {
+    const o = await newOrder();
+    const first = (await pay(o.id)).payment;
+    const failed = await fail(first.id);
+    expect(failed).toMatchObject({
+      order: undefined,
+      payment: { status: 'failed', failureMessage: SANDBOX_DECLINE },
+    });
+    const second = (await pay(o.id)).payment;
+    expect((await fail(second.id, 'Card expired')).payment.failureMessage).toBe('Card expired');
+    expect((await getOrder(db.db, caller, o.id)).status).toBe('pending');
+    const third = (await pay(o.id)).payment;
+    expect((await complete(third.id)).order?.status).toBe('paid');
+    expect((await apiErrorOf(complete(first.id))).code).toBe('invalid_state_transition');
+    expect((await apiErrorOf(fail(third.id, 'x'.repeat(501)))).param).toBe('failure_message');
+  });
+
+  it('lets at most one payment of an order succeed, even concurrently', async () => {
+    const o = await newOrder();
+    const ps = [(await pay(o.id)).payment, (await pay(o.id)).payment, (await pay(o.id)).payment];
+    const results = await Promise.allSettled(ps.map((p) => complete(p.id)));
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    const all = (await listPayments(db.db, caller, { order: o.id })).data;
+    expect(all.filter((p) => p.status === 'succeeded')).toHaveLength(1);
+    expect(all.filter((p) => p.status === 'pending')).toHaveLength(2);
+    // The database holds the invariant even against a write that skips the rules.
+    const loser = all.find((p) => p.status === 'pending')!;
+    await expect(
+      db.pool.query(`update commerce.payments set status = 'succeeded' where id = $1`, [loser.id]),
+    ).rejects.toThrow(/payments_one_success_idx/);
+  });
+
+  it('refuses to complete a payment whose order was cancelled meanwhile', async () => {
+    const o = await newOrder();
+    const { payment } = await pay(o.id);
+    await db.db.transaction((tx) => transitionOrder(tx, caller, o.id, 'cancel'));
+    const e = await apiErrorOf(complete(payment.id));
+    expect(e.code).toBe('invalid_state_transition');
+    expect(e.err.rawMessage).toMatch(/from cancelled to paid/);
+    expect((await getPayment(db.db, caller, payment.id)).status).toBe('pending');
+  });
+
+  it('serves test helpers to test mode only, and to the owner only', async () => {
+    const o = await newOrder();
+    const { payment } = await pay(o.id);
+    expect((await apiErrorOf(complete(payment.id, { ...caller, livemode: true }))).code).toBe(
+      'test_mode_only',
+    );
+    expect((await apiErrorOf(fail(payment.id, undefined, { ...caller, livemode: true }))).code).toBe(
+      'test_mode_only',
+    );
+    const other = { ...caller, accountId: 'acct_intruder' };
+    expect((await apiErrorOf(complete(payment.id, other))).code).toBe('resource_missing');
+    expect((await apiErrorOf(getPayment(db.db, other, payment.id))).code).toBe('resource_missing');
+    expect((await listPayments(db.db, other, {})).data).toEqual([]);
+  });
+
+  it('lists newest first, by order if asked', async () => {
+    const c: Caller = { accountId: 'acct_plist', livemode: false, idempotencyKey: undefined };
+    const a = await newOrder(c);
+    const b = await newOrder(c);
+    const p1 = (await pay(a.id, c)).payment;
+    const p2 = (await pay(b.id, c)).payment;
+    const p3 = (await pay(a.id, c)).payment;
+    const ids = async (opts: Parameters<typeof listPayments>[2]) =>
+      (await listPayments(db.db, c, opts)).data.map((p) => p.id);
+    expect(await ids({})).toEqual([p3.id, p2.id, p1.id]);
+    expect(await ids({ order: a.id })).toEqual([p3.id, p1.id]);
+    expect(await ids({ order: a.id, startingAfter: p3.id })).toEqual([p1.id]);
+  });
+});

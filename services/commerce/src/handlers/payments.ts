@@ -1,0 +1,87 @@
+// PaymentService and its test helpers over Connect: decode, call the domain in a transaction,
+// encode. Nothing else.
+import { create } from '@bufbuild/protobuf';
+import type { ServiceImpl } from '@connectrpc/connect';
+import { type Caller, callerOf } from '@mcs/kit/caller';
+import type { Tx } from '@mcs/kit/db';
+import { commerce, events } from '@mcs/proto';
+import type { Deps } from '../deps.ts';
+import type { Order } from '../domain/orders.ts';
+import {
+  completeTestPayment,
+  createPayment,
+  failTestPayment,
+  getPayment,
+  listPayments,
+  type Payment,
+} from '../domain/payments.ts';
+import { emit, toProtoPayment, write } from './proto.ts';
+
+export function paymentHandlers(deps: Deps): ServiceImpl<typeof commerce.PaymentService> {
+  return {
+    async createPayment(req, ctx) {
+      const caller = callerOf(ctx);
+      const provider = caller.livemode ? deps.payments.live : deps.payments.test;
+      // No event: a payment is news when it completes or fails.
+      const { payment } = await deps.db.transaction((tx) =>
+        createPayment(
+          tx,
+          caller,
+          {
+            order: req.order,
+            amount: req.amount === undefined ? undefined : Number(req.amount),
+          },
+          provider,
+        ),
+      );
+      return toProtoPayment(payment);
+    },
+    async getPayment(req, ctx) {
+      return toProtoPayment(await getPayment(deps.db, callerOf(ctx), req.id));
+    },
+    async listPayments(req, ctx) {
+      const page = await listPayments(deps.db, callerOf(ctx), {
+        limit: req.limit,
+        startingAfter: req.startingAfter || undefined,
+        order: req.order || undefined,
+      });
+      return create(commerce.ListPaymentsResponseSchema, {
+        data: page.data.map(toProtoPayment),
+        hasMore: page.hasMore,
+      });
+    },
+  };
+}
+
+export function paymentTestHelperHandlers(deps: Deps): ServiceImpl<typeof commerce.PaymentTestHelperService> {
+  /** A settled payment's events: its own, and order.updated when the order became paid. */
+  const settled = (
+    caller: Caller,
+    settle: (tx: Tx) => Promise<{ payment: Payment; order: Order | undefined }>,
+  ) =>
+    write(deps, async (tx) => {
+      const { payment, order } = await settle(tx);
+      await emit(tx, caller, {
+        type:
+          payment.status === 'succeeded'
+            ? events.EventType.PAYMENT_COMPLETED
+            : events.EventType.PAYMENT_FAILED,
+        payment,
+      });
+      if (order) await emit(tx, caller, { type: events.EventType.ORDER_UPDATED, order });
+      return toProtoPayment(payment);
+    });
+
+  return {
+    async completePayment(req, ctx) {
+      const caller = callerOf(ctx);
+      return settled(caller, (tx) => completeTestPayment(tx, caller, req.id, deps.payments.test));
+    },
+    async failPayment(req, ctx) {
+      const caller = callerOf(ctx);
+      return settled(caller, (tx) =>
+        failTestPayment(tx, caller, req.id, deps.payments.test, req.failureMessage),
+      );
+    },
+  };
+}

@@ -1,0 +1,73 @@
+// ProductService over Connect: decode, call the domain in a transaction, encode. Nothing else.
+import { create } from '@bufbuild/protobuf';
+import type { ServiceImpl } from '@connectrpc/connect';
+import { type Caller, callerOf } from '@mcs/kit/caller';
+import type { Tx } from '@mcs/kit/db';
+import { commerce, events } from '@mcs/proto';
+import type { Deps } from '../deps.ts';
+import {
+  archiveProduct,
+  createProduct,
+  getProduct,
+  listProducts,
+  type Product,
+  updateProduct,
+} from '../domain/products.ts';
+import { emit, toProtoProduct, write } from './proto.ts';
+
+const num = (v: bigint | undefined) => (v === undefined ? undefined : Number(v));
+
+export function productHandlers(deps: Deps): ServiceImpl<typeof commerce.ProductService> {
+  /** An update or archive: product.updated when something changed. */
+  const change = (caller: Caller, run: (tx: Tx) => Promise<{ product: Product; changed: boolean }>) =>
+    write(deps, async (tx) => {
+      const { product, changed } = await run(tx);
+      if (changed) await emit(tx, caller, { type: events.EventType.PRODUCT_UPDATED, product });
+      return toProtoProduct(product);
+    });
+
+  return {
+    async createProduct(req, ctx) {
+      const caller = callerOf(ctx);
+      return write(deps, async (tx) => {
+        const { product, created } = await createProduct(tx, caller, {
+          name: req.name,
+          description: req.description,
+          price: num(req.price),
+          currency: req.currency,
+        });
+        if (created) await emit(tx, caller, { type: events.EventType.PRODUCT_CREATED, product });
+        return toProtoProduct(product);
+      });
+    },
+    async getProduct(req, ctx) {
+      return toProtoProduct(await getProduct(deps.db, callerOf(ctx), req.id));
+    },
+    async updateProduct(req, ctx) {
+      const caller = callerOf(ctx);
+      return change(caller, (tx) =>
+        updateProduct(tx, caller, req.id, {
+          name: req.name,
+          description: req.description,
+          price: num(req.price),
+          active: req.active,
+        }),
+      );
+    },
+    async archiveProduct(req, ctx) {
+      const caller = callerOf(ctx);
+      return change(caller, (tx) => archiveProduct(tx, caller, req.id));
+    },
+    async listProducts(req, ctx) {
+      const page = await listProducts(deps.db, callerOf(ctx), {
+        limit: req.limit,
+        startingAfter: req.startingAfter || undefined,
+        active: req.active,
+      });
+      return create(commerce.ListProductsResponseSchema, {
+        data: page.data.map(toProtoProduct),
+        hasMore: page.hasMore,
+      });
+    },
+  };
+}
