@@ -1,4 +1,5 @@
 import type { Db } from '@mcs/kit/db';
+import type { DeliveryQueue } from './domain/deliveries.ts';
 import type { EndpointPolicy } from './domain/endpoints.ts';
 import type { SecretBox } from './domain/secrets.ts';
 
@@ -7,4 +8,6 @@ export interface Deps {
   db: Db;
   box: SecretBox;
   policy: EndpointPolicy;
+  /** The delivery engine: resends and test events go out at once, without waiting for a poll. */
+  queue: DeliveryQueue;
 }

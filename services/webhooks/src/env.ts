@@ -3,6 +3,11 @@ import { z } from 'zod';
 
 const schema = baseEnvSchema.extend({
   WEBHOOK_TIMEOUT: duration.default(10_000),
+  /**
+   * Added to WEBHOOK_TIMEOUT to make a delivery's lease: how long an attempt holds it, and so how
+   * long a delivery whose process died waits before another takes it (delivery/engine.ts).
+   */
+  WEBHOOK_LEASE_MARGIN: duration.default(5_000),
   WEBHOOK_RETRY_SCHEDULE: z
     .string()
     .default('30s,5m,30m,2h,24h')
@@ -24,6 +29,8 @@ const schema = baseEnvSchema.extend({
   MAIL_FROM: z.string().default('notifications@localhost'),
   /** Where mail goes without SMTP_URL. */
   MAIL_DIR: z.string().default('.data/mail'),
+  /** How often the mailer looks for unsent notifications besides being woken. */
+  MAIL_POLL_INTERVAL: duration.default(5_000),
   /** Sends in flight at once, overall and per endpoint. */
   WEBHOOK_CONCURRENCY: z.coerce.number().int().min(1).default(256),
   WEBHOOK_ENDPOINT_CONCURRENCY: z.coerce.number().int().min(1).default(8),

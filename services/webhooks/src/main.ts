@@ -1,6 +1,7 @@
 // The webhooks service: endpoints, the event log, fan-out from JetStream, signed deliveries
 // with retries and endpoint health, and the unhealthy e-mail.
 import { fileURLToPath } from 'node:url';
+import { serviceUrl } from '@mcs/kit/config';
 import { createDatabase } from '@mcs/kit/db';
 import { createLogger } from '@mcs/kit/log';
 import { connectNats, ensureStream, streamNames } from '@mcs/kit/nats';
@@ -11,6 +12,9 @@ import { createEngine } from './delivery/engine.ts';
 import { createSender } from './delivery/sender.ts';
 import { createSecretBox, loadSecretsKey } from './domain/secrets.ts';
 import { loadEnv } from './env.ts';
+import { createAccountDirectory } from './mail/accounts.ts';
+import { createMailer } from './mail/mailer.ts';
+import { createFileTransport, createSmtpTransport } from './mail/transport.ts';
 import { routes } from './routes.ts';
 
 const env = loadEnv();
@@ -18,6 +22,10 @@ const log = createLogger('webhooks', env.LOG_LEVEL);
 
 await runProcess(log, async () => {
   const keyFile = fileURLToPath(new URL('../../../.data/webhook-secrets.key', import.meta.url));
+  if (!env.WEBHOOK_SECRETS_KEY && process.env.NODE_ENV === 'production') {
+    // Each replica would seal with a key of its own, and no replica could open another's secrets.
+    throw new Error('WEBHOOK_SECRETS_KEY is required in production (32 bytes, base64 or hex)');
+  }
   const { key, generated } = loadSecretsKey(env.WEBHOOK_SECRETS_KEY, keyFile);
   if (generated)
     log.warn({ keyFile }, 'WEBHOOK_SECRETS_KEY not set: sealing secrets with a key kept on local disk');
@@ -35,6 +43,14 @@ await runProcess(log, async () => {
     allowPrivate: policy.allowPrivate,
     connectionsPerOrigin: env.WEBHOOK_ENDPOINT_CONCURRENCY,
   });
+  const mailer = createMailer({
+    db: database.db,
+    directory: createAccountDirectory(serviceUrl('accounts')),
+    transport: env.SMTP_URL ? createSmtpTransport(env.SMTP_URL) : createFileTransport(env.MAIL_DIR, log),
+    log,
+    from: env.MAIL_FROM,
+    pollMs: env.MAIL_POLL_INTERVAL,
+  });
   const engine = createEngine({
     db: database.db,
     box,
@@ -42,8 +58,10 @@ await runProcess(log, async () => {
     log,
     schedule: env.WEBHOOK_RETRY_SCHEDULE,
     timeoutMs: env.WEBHOOK_TIMEOUT,
+    leaseMarginMs: env.WEBHOOK_LEASE_MARGIN,
     concurrency: env.WEBHOOK_CONCURRENCY,
     perEndpoint: env.WEBHOOK_ENDPOINT_CONCURRENCY,
+    onUnhealthy: () => mailer.wake(),
   });
   const consumer = await startConsumer({
     nc,
@@ -54,7 +72,7 @@ await runProcess(log, async () => {
     onQueued: (items) => engine.enqueue(items),
   });
   const server = await startConnectServer({
-    routes: routes({ db: database.db, box, policy }),
+    routes: routes({ db: database.db, box, policy, queue: engine }),
     port: env.port,
     interceptors: [errorLogger(log)],
   });
@@ -63,6 +81,7 @@ await runProcess(log, async () => {
     await server.close();
     await consumer.stop();
     await engine.stop();
+    await mailer.stop();
     await sender.close();
     await nc.drain();
     await database.close();

@@ -49,9 +49,14 @@ export const events = webhooks.table(
     payload: bytea('payload').notNull(),
     /** The envelope JSON, exactly the bytes every delivery of this event sends. */
     body: text('body').notNull(),
+    /** A test event (POST /v1/webhooks/{id}/test): delivered, but not part of GET /v1/events. */
+    test: boolean('test').notNull().default(false),
     createdAt: ts('created_at').notNull(),
   },
-  (t) => [index('events_account_idx').on(t.accountId, t.livemode, t.id)],
+  (t) => [
+    index('events_account_idx').on(t.accountId, t.livemode, t.id),
+    index('events_account_type_idx').on(t.accountId, t.livemode, t.type, t.id),
+  ],
 );
 
 export type DeliveryStatus = 'pending' | 'succeeded' | 'failed' | 'skipped';
@@ -65,7 +70,14 @@ export const deliveries = webhooks.table(
     accountId: text('account_id').notNull(),
     livemode: boolean('livemode').notNull(),
     status: text('status').$type<DeliveryStatus>().notNull(),
+    /** Attempts made so far; also the number of the last row in `attempts`. */
     attempts: integer('attempts').notNull().default(0),
+    /**
+     * The value of `attempts` when the current run of the retry schedule began: 0, or the count
+     * at a manual resend of a failed or skipped delivery. Attempt `attempts - scheduleStart` of
+     * the run decides the next delay, and the last one failing turns the endpoint unhealthy.
+     */
+    scheduleStart: integer('schedule_start').notNull().default(0),
     /**
      * When a worker may next claim it. Fresh deliveries get a lease in the future so the process
      * that queued them in memory sends them first; if it dies, any replica claims them after.
@@ -105,7 +117,11 @@ export const notifications = webhooks.table(
     kind: text('kind').notNull(),
     detail: text('detail').notNull(),
     createdAt: ts('created_at').notNull(),
+    /** When the mailer may next try it (moved forward after a failed send). */
+    nextAttemptAt: ts('next_attempt_at').notNull().defaultNow(),
+    attempts: integer('attempts').notNull().default(0),
+    lastError: text('last_error'),
     sentAt: ts('sent_at'),
   },
-  (t) => [index('notifications_unsent_idx').on(t.createdAt).where(sql`${t.sentAt} is null`)],
+  (t) => [index('notifications_due_idx').on(t.nextAttemptAt).where(sql`${t.sentAt} is null`)],
 );

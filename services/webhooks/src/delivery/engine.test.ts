@@ -15,7 +15,8 @@ import {
 import { verifyWebhook } from '@mcs/webhook-verify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { migrateWebhooks } from '../db/migrate.ts';
-import { createEndpoint } from '../domain/endpoints.ts';
+import { retryDelivery } from '../domain/deliveries.ts';
+import { createEndpoint, deleteEndpoint, enableEndpoint } from '../domain/endpoints.ts';
 import { recordEvent } from '../domain/fanout.ts';
 import { createSecretBox } from '../domain/secrets.ts';
 import { createEngine, type Engine, type EngineOptions } from './engine.ts';
@@ -81,7 +82,7 @@ async function endpointFor(url: string) {
   return { caller, endpoint, secret };
 }
 
-async function emit(caller: Caller, engine: Engine) {
+async function emit(caller: Caller, engine: Pick<Engine, 'leaseMs' | 'enqueue'>) {
   const order = create(commerce.OrderSchema, {
     id: `ord_${++n}`,
     status: commerce.OrderStatus.PENDING,
@@ -254,5 +255,85 @@ describe('delivery engine', () => {
     const got = await r.waitFor(2, 5_000);
     expect(got[1]!.at - got[0]!.at).toBeGreaterThanOrEqual(1_195);
     await until(async () => (await deliveryRow(queued[0]!.deliveryId)).status === 'succeeded');
+  });
+
+  it('calls onUnhealthy once per transition; a resend after re-enabling runs the schedule again', async () => {
+    const r = await receiver();
+    r.reply = () => ({ status: 500 });
+    const unhealthy: string[] = [];
+    const engine = setup({ schedule: [50, 50, 50, 50, 50], onUnhealthy: (id) => unhealthy.push(id) });
+    const { caller, endpoint } = await endpointFor(r.url);
+    const { queued } = await emit(caller, engine);
+    const id = queued[0]!.deliveryId;
+    await until(async () => (await deliveryRow(id)).status === 'failed');
+    expect(unhealthy).toEqual([endpoint.id]);
+
+    await db.db.transaction((tx) => enableEndpoint(tx, caller, endpoint.id));
+    const again = await db.db.transaction((tx) => retryDelivery(tx, caller, endpoint.id, id, engine.leaseMs));
+    engine.enqueue([again.queued]);
+    await r.waitFor(12, 5_000);
+    const row = await until(async () => {
+      const d = await deliveryRow(id);
+      return d.status === 'failed' && d;
+    });
+    expect(row).toMatchObject({ attempts: 12, schedule_start: 6 });
+    expect(unhealthy).toEqual([endpoint.id, endpoint.id]);
+    const notes = await db.pool.query('select id from webhooks.notifications where endpoint_id = $1', [
+      endpoint.id,
+    ]);
+    expect(notes.rows).toHaveLength(2);
+    await new Promise((res) => setTimeout(res, 300));
+    expect(r.received).toHaveLength(12);
+  });
+
+  it('skips a delivery whose endpoint was deleted instead of keeping it pending', async () => {
+    const r = await receiver();
+    const engine = setup();
+    const { caller, endpoint } = await endpointFor(r.url);
+    const event = await emit(caller, { enqueue: () => {}, leaseMs: engine.leaseMs });
+    // Deleted between fan-out and the attempt (the delete's own skip ran before this row existed).
+    await db.pool.query('delete from webhooks.endpoints where id = $1', [endpoint.id]);
+    engine.enqueue(event.queued);
+    await until(async () => (await deliveryRow(event.queued[0]!.deliveryId)).status === 'skipped');
+    expect(r.received).toHaveLength(0);
+    await expect(db.db.transaction((tx) => deleteEndpoint(tx, caller, endpoint.id))).rejects.toThrow();
+  });
+
+  it('takes over a delivery whose process died once its lease runs out', async () => {
+    const r = await receiver();
+    // leaseMs = timeout + margin = 500 ms: what a dead process's claims are worth.
+    const engine = setup({ timeoutMs: 200, leaseMarginMs: 300, pollMs: 50 });
+    expect(engine.leaseMs).toBe(500);
+    const { caller } = await endpointFor(r.url);
+    // Fan-out recorded it with a lease for an in-memory queue that died with its process.
+    const recorded = Date.now();
+    const dead = { enqueue: () => {}, leaseMs: engine.leaseMs };
+    const { queued } = await emit(caller, dead);
+    const [got] = await r.waitFor(1, 3_000);
+    expect(got!.at - recorded).toBeGreaterThanOrEqual(480);
+    expect(got!.at - recorded).toBeLessThan(1_500);
+    await until(async () => (await deliveryRow(queued[0]!.deliveryId)).status === 'succeeded');
+  });
+
+  it('logs an attempt that was in flight when its delivery was skipped, and a success counts', async () => {
+    const r = await receiver();
+    r.reply = () => ({ status: 200, body: 'late but fine', delayMs: 300 });
+    const engine = setup();
+    const { caller } = await endpointFor(r.url);
+    const { queued } = await emit(caller, engine);
+    const id = queued[0]!.deliveryId;
+    await r.waitFor(1);
+    // As the unhealthy transition of another delivery, or a delete, does meanwhile.
+    await db.pool.query(
+      `update webhooks.deliveries set status = 'skipped', next_attempt_at = null where id = $1`,
+      [id],
+    );
+    const row = await until(async () => {
+      const d = await deliveryRow(id);
+      return d.attempts === 1 && d;
+    });
+    expect(row.status).toBe('succeeded');
+    const { rows } = await db.pool.query('select * from webhooks.attempts where delivery_id = $1', [id]);
+    expect(rows).toMatchObject([{ number: 1, status_code: 200, response_excerpt: 'late but fine' }]);
   });
 });

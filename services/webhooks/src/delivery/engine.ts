@@ -4,11 +4,22 @@
 // delivery is never attempted by two workers at once, and one whose worker died is claimed by
 // the poller (FOR UPDATE SKIP LOCKED) when its lease runs out. Short retry delays use a timer;
 // long ones cost nothing but an indexed row until due.
+//
+// The lease length. An attempt claims its delivery for `leaseMs` = WEBHOOK_TIMEOUT + a margin
+// (WEBHOOK_LEASE_MARGIN, default 5 s): the sender aborts every attempt at WEBHOOK_TIMEOUT, so
+// the margin only has to cover recording the result (one short transaction) and event-loop
+// stalls. It is also how long a delivery whose process died (kill -9, OOM, lost machine) waits
+// before a poller takes it over: 15 s by default, about 2 s in the end-to-end tests with a 1 s
+// time-out. A margin too short costs at worst a duplicate attempt (receivers dedupe on the event
+// id), never a lost one; a long one only delays recovery after a crash. A fresh delivery
+// that waits in memory behind a slow endpoint longer than its lease is claimed again by the
+// poller: the first of the two to start wins the lease, the other does nothing.
 import type { Db } from '@mcs/kit/db';
 import { newId } from '@mcs/kit/ids';
 import type { Logger } from '@mcs/kit/log';
 import { sql } from 'drizzle-orm';
 import type { QueuedDelivery } from '../domain/fanout.ts';
+import { UNHEALTHY_KIND, type UnhealthyNotice } from '../domain/health.ts';
 import type { SecretBox } from '../domain/secrets.ts';
 import type { AttemptResult, Sender } from './sender.ts';
 import { serviceSignature, standardSignature } from './sign.ts';
@@ -21,6 +32,8 @@ export interface EngineOptions {
   /** Delays of the retries after the first attempt (WEBHOOK_RETRY_SCHEDULE). */
   schedule: number[];
   timeoutMs: number;
+  /** Added to timeoutMs to make the lease (see the top of this file); default 5 s. */
+  leaseMarginMs?: number;
   concurrency: number;
   perEndpoint: number;
   pollMs?: number;
@@ -45,8 +58,15 @@ export function createEngine(opts: EngineOptions): Engine {
   const { db, log } = opts;
   const clock = opts.clock ?? (() => new Date());
   const pollMs = opts.pollMs ?? 1_000;
-  const leaseMs = opts.timeoutMs + 30_000;
+  const leaseMs = opts.timeoutMs + (opts.leaseMarginMs ?? 5_000);
   const waiting = new Map<string, QueuedDelivery[]>();
+  /**
+   * The entries of `waiting` by delivery: a delivery waits in memory at most once. When the
+   * poller claims one again because it waited past its lease (a slow endpoint's backlog), the
+   * waiting entry takes the newer lease instead of queueing a copy, so such a backlog stays
+   * bounded by its number of deliveries.
+   */
+  const waitingById = new Map<string, QueuedDelivery>();
   const active = new Map<string, number>();
   const timers = new Set<NodeJS.Timeout>();
   const inflight = new Set<Promise<void>>();
@@ -56,6 +76,12 @@ export function createEngine(opts: EngineOptions): Engine {
 
   function enqueue(items: QueuedDelivery[]): void {
     for (const item of items) {
+      const known = waitingById.get(item.deliveryId);
+      if (known) {
+        // A later claim of the row wrote a later lease: the latest is the one the row holds.
+        if (item.lease > known.lease) known.lease = item.lease;
+        continue;
+      }
       // Over the cap the row still holds its lease; the poller picks it up when due.
       if (queued >= MEMORY_QUEUE_CAP) break;
       let q = waiting.get(item.endpointId);
@@ -63,7 +89,9 @@ export function createEngine(opts: EngineOptions): Engine {
         q = [];
         waiting.set(item.endpointId, q);
       }
-      q.push(item);
+      const entry = { ...item };
+      q.push(entry);
+      waitingById.set(entry.deliveryId, entry);
       queued++;
     }
     pump();
@@ -74,6 +102,7 @@ export function createEngine(opts: EngineOptions): Engine {
     for (const [endpointId, q] of waiting) {
       while (q.length > 0 && total < opts.concurrency && (active.get(endpointId) ?? 0) < opts.perEndpoint) {
         const item = q.shift()!;
+        waitingById.delete(item.deliveryId);
         queued--;
         start(item);
       }
@@ -100,23 +129,29 @@ export function createEngine(opts: EngineOptions): Engine {
 
   async function attempt(item: QueuedDelivery): Promise<void> {
     const startedAt = clock();
+    // Outer joins: a delivery whose endpoint was deleted (or whose event row is missing) is
+    // still claimed, and then skipped rather than left pending for the poller forever.
     const claim = await db.execute<{
       attempts: number;
-      url: string;
-      secret_sealed: Buffer;
-      endpoint_status: string;
+      schedule_start: number;
       event_id: string;
-      body: string;
+      url: string | null;
+      secret_sealed: Buffer | null;
+      endpoint_status: string | null;
+      body: string | null;
     }>(sql`
-      update webhooks.deliveries d
-         set next_attempt_at = ${new Date(startedAt.getTime() + leaseMs)}
-        from webhooks.endpoints e, webhooks.events ev
-       where d.id = ${item.deliveryId} and d.status = 'pending' and d.next_attempt_at = ${item.lease}
-         and e.id = d.endpoint_id and ev.id = d.event_id
-      returning d.attempts, e.url, e.secret_sealed, e.status as endpoint_status, ev.id as event_id, ev.body`);
+      with c as (
+        update webhooks.deliveries d
+           set next_attempt_at = ${new Date(startedAt.getTime() + leaseMs)}
+         where d.id = ${item.deliveryId} and d.status = 'pending' and d.next_attempt_at = ${item.lease}
+        returning d.attempts, d.schedule_start, d.endpoint_id, d.event_id)
+      select c.attempts, c.schedule_start, c.event_id, e.url, e.secret_sealed,
+             e.status as endpoint_status, ev.body
+        from c left join webhooks.endpoints e on e.id = c.endpoint_id
+               left join webhooks.events ev on ev.id = c.event_id`);
     const row = claim.rows[0];
     if (!row) return; // someone else holds it now, or it is no longer pending
-    if (row.endpoint_status !== 'enabled') {
+    if (row.endpoint_status !== 'enabled' || row.url === null || row.body === null || !row.secret_sealed) {
       await db.execute(
         sql`update webhooks.deliveries set status = 'skipped', next_attempt_at = null where id = ${item.deliveryId} and status = 'pending'`,
       );
@@ -130,18 +165,32 @@ export function createEngine(opts: EngineOptions): Engine {
       'webhook-timestamp': String(timestamp),
       'webhook-signature': standardSignature(secret, row.event_id, timestamp, row.body),
     });
-    await record(item, row.attempts + 1, startedAt, result);
+    await record(
+      item,
+      row.event_id,
+      row.attempts + 1,
+      row.attempts + 1 - row.schedule_start,
+      startedAt,
+      result,
+    );
   }
 
+  /**
+   * Records attempt `number` of the delivery, the `run`-th of its current schedule run: the
+   * run-th failure waits schedule[run - 1]; the failure of run schedule.length + 1 (the last
+   * retry) fails the delivery and turns the endpoint unhealthy.
+   */
   async function record(
     item: QueuedDelivery,
+    eventId: string,
     number: number,
+    run: number,
     at: Date,
     result: AttemptResult,
   ): Promise<void> {
     const now = clock();
-    const retriesLeft = number <= opts.schedule.length;
-    const delay = opts.schedule[number - 1] ?? 0;
+    const retriesLeft = run <= opts.schedule.length;
+    const delay = opts.schedule[run - 1] ?? 0;
     const next = new Date(now.getTime() + delay);
     let turnedUnhealthy = false;
     await db.transaction(async (tx) => {
@@ -151,11 +200,24 @@ export function createEngine(opts: EngineOptions): Engine {
            set status = ${status}, attempts = ${number}, last_attempt_at = ${now},
                next_attempt_at = ${status === 'pending' ? next : null}
          where id = ${item.deliveryId} and attempts = ${number - 1} and status = 'pending'`);
-      if (updated.rowCount === 0) return; // recorded by another worker; keep the first record
-      await tx.execute(sql`
-        insert into webhooks.attempts (delivery_id, number, at, status_code, error, latency_ms, response_excerpt)
-        values (${item.deliveryId}, ${number}, ${at}, ${result.statusCode}, ${result.error}, ${result.latencyMs},
-                ${result.excerpt === null ? null : result.excerpt.slice(0, EXCERPT_KEEP)})`);
+      const logAttempt = () =>
+        tx.execute(sql`
+          insert into webhooks.attempts (delivery_id, number, at, status_code, error, latency_ms, response_excerpt)
+          values (${item.deliveryId}, ${number}, ${at}, ${result.statusCode}, ${result.error}, ${result.latencyMs},
+                  ${result.excerpt === null ? null : result.excerpt.slice(0, EXCERPT_KEEP)})`);
+      if (updated.rowCount === 0) {
+        // Skipped while this attempt was in flight (its endpoint turned unhealthy, was disabled
+        // or deleted): the attempt still happened, so log it, and a success is a delivery. The
+        // endpoint's health is not touched by a straggler. Otherwise another worker recorded
+        // this attempt number first; keep the first record.
+        const straggler = await tx.execute(sql`
+          update webhooks.deliveries
+             set status = ${result.ok ? 'succeeded' : 'skipped'}, attempts = ${number}, last_attempt_at = ${now}
+           where id = ${item.deliveryId} and attempts = ${number - 1} and status = 'skipped'`);
+        if (straggler.rowCount !== 0) await logAttempt();
+        return;
+      }
+      await logAttempt();
       if (result.ok) {
         await tx.execute(sql`
           update webhooks.endpoints set failing_since = null, last_error = null
@@ -168,20 +230,36 @@ export function createEngine(opts: EngineOptions): Engine {
       if (status !== 'failed') return;
       // The last retry failed: the endpoint turns unhealthy, its other deliveries stop, and one
       // notification is written for this transition (the mailer sends it).
-      const flipped = await tx.execute<{ account_id: string; url: string }>(sql`
+      const flipped = await tx.execute<{
+        account_id: string;
+        url: string;
+        description: string | null;
+        livemode: boolean;
+        failing_since: Date | null;
+      }>(sql`
         update webhooks.endpoints set status = 'unhealthy', updated_at = ${now}
          where id = ${item.endpointId} and status = 'enabled'
-        returning account_id, url`);
+        returning account_id, url, description, livemode, failing_since`);
       const ep = flipped.rows[0];
       if (!ep) return;
       turnedUnhealthy = true;
       await tx.execute(sql`
         update webhooks.deliveries set status = 'skipped', next_attempt_at = null
          where endpoint_id = ${item.endpointId} and status = 'pending'`);
+      const notice: UnhealthyNotice = {
+        url: ep.url,
+        description: ep.description,
+        livemode: ep.livemode,
+        lastError: result.error,
+        failingSince: ep.failing_since ? new Date(ep.failing_since).toISOString() : null,
+        deliveryId: item.deliveryId,
+        eventId,
+        attempts: number,
+      };
       await tx.execute(sql`
         insert into webhooks.notifications (id, account_id, endpoint_id, kind, detail, created_at)
-        values (${newId('ntf')}, ${ep.account_id}, ${item.endpointId}, 'endpoint_unhealthy',
-                ${JSON.stringify({ url: ep.url, error: result.error, attempts: number })}, ${now})`);
+        values (${newId('ntf')}, ${ep.account_id}, ${item.endpointId}, ${UNHEALTHY_KIND},
+                ${JSON.stringify(notice)}, ${now})`);
     });
     if (turnedUnhealthy) {
       log.warn({ endpoint: item.endpointId }, 'endpoint turned unhealthy');

@@ -87,8 +87,17 @@ export async function resolveAllowed(
   return all[0]!;
 }
 
-/** Names that always mean this machine, whatever DNS says. */
+/** Suffixes reserved for this machine or private networks (RFC 6761, 6762, 8375, ICANN 2024). */
+const PRIVATE_SUFFIXES = ['localhost', 'localdomain', 'local', 'internal', 'home.arpa', 'lan'];
+
+/**
+ * Names that mean this machine or a private network whatever DNS says today: reserved suffixes
+ * (`metadata.google.internal`, `printer.local`) and single-label names (`metadata`,
+ * `instance-data`), which only resolve through a private search domain.
+ */
 export function isLocalName(host: string): boolean {
+  if (net.isIP(host)) return false;
   const h = host.toLowerCase().replace(/\.$/, '');
-  return h === 'localhost' || h.endsWith('.localhost') || h === 'localhost.localdomain';
+  if (!h.includes('.')) return true;
+  return PRIVATE_SUFFIXES.some((s) => h === s || h.endsWith(`.${s}`));
 }

@@ -2,7 +2,17 @@ import type { Caller } from '@mcs/kit/caller';
 import { apiErrorOf, freshDatabase, type MigratedDatabase } from '@mcs/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrateWebhooks } from '../db/migrate.ts';
-import { createEndpoint, getEndpoint, listEndpoints, validateEvents, validateUrl } from './endpoints.ts';
+import {
+  createEndpoint,
+  deleteEndpoint,
+  enableEndpoint,
+  getEndpoint,
+  listEndpoints,
+  rotateSecret,
+  updateEndpoint,
+  validateEvents,
+  validateUrl,
+} from './endpoints.ts';
 import { createSecretBox } from './secrets.ts';
 
 const strict = { allowHttp: false, allowPrivate: false };
@@ -71,10 +81,48 @@ describe('validateUrl', () => {
       'LOCALHOST',
       'api.localhost',
       'localhost.',
+      // mapped, compatible and embedded v4 forms of private ranges
+      '[::ffff:10.0.0.1]',
+      '[::ffff:a00:1]',
+      '[0:0:0:0:0:ffff:7f00:1]',
+      '[::127.0.0.1]',
+      '[64:ff9b::a9fe:a9fe]',
+      '[2001::1]',
+      '[fec0::1]',
+      '[fe80::1%25eth0]',
+      // other numeric spellings
+      '0x0a.0.0.1',
+      '167772161',
+      '10.1',
+      '0177.1',
+      '127.000.000.001',
+      '192.168.1.1.',
+      '100.127.255.255',
+      // names that only mean something inside a private network
+      'metadata.google.internal',
+      'metadata',
+      'instance-data',
+      'printer.local',
+      'router.home.arpa',
     ];
     for (const host of hosts) {
       expect(await codeOf(validateUrl(`https://${host}/hook`, strict)), host).toBe('invalid_url');
     }
+  });
+
+  it('accepts public IPv6 literals and public names that do not resolve yet', async () => {
+    expect(await validateUrl('https://[2606:4700:4700::1111]/h', strict)).toBe(
+      'https://[2606:4700:4700::1111]/h',
+    );
+    // Checked again at every attempt on the address really used (delivery/target.ts).
+    expect(await validateUrl('https://hooks.example.invalid-tld-zz/h', strict)).toBe(
+      'https://hooks.example.invalid-tld-zz/h',
+    );
+  });
+
+  it('refuses a user name alone and fragments', async () => {
+    expect(await codeOf(validateUrl('https://user@93.184.215.14/', strict))).toBe('invalid_url');
+    expect(await codeOf(validateUrl('https://93.184.215.14/#x', strict))).toBe('invalid_url');
   });
 
   it('lets private targets through when the operator allows them', async () => {
@@ -145,5 +193,134 @@ describe('endpoints in the database', () => {
     expect(b.created).toBe(false);
     expect(b.endpoint.id).toBe(a.endpoint.id);
     expect(b.secret).toBe(a.secret);
+  });
+});
+
+describe('changing endpoints', () => {
+  let db: MigratedDatabase;
+  beforeAll(async () => {
+    db = await freshDatabase(migrateWebhooks);
+  });
+  afterAll(() => db?.close());
+  const box = createSecretBox(Buffer.alloc(32, 2));
+  const deps = { box, policy: { allowHttp: false, allowPrivate: false } };
+  let n = 0;
+
+  async function setup() {
+    const caller: Caller = { accountId: `acct_c${++n}`, livemode: false, idempotencyKey: undefined };
+    const { endpoint, secret } = await db.db.transaction((tx) =>
+      createEndpoint(tx, caller, { url: 'https://93.184.215.14/a', events: ['*'], description: 'd' }, deps),
+    );
+    return { caller, endpoint, secret };
+  }
+
+  /** A pending delivery to the endpoint, as fan-out records one. */
+  async function pendingDelivery(endpointId: string, caller: Caller) {
+    const id = `dlv_t${++n}`;
+    await db.pool.query(
+      `insert into webhooks.events (id, account_id, livemode, type, payload, body, created_at)
+       values ($1, $2, false, 'order.created', '', '{}', now())`,
+      [`evt_t${n}`, caller.accountId],
+    );
+    await db.pool.query(
+      `insert into webhooks.deliveries (id, event_id, endpoint_id, account_id, livemode, status, next_attempt_at, created_at)
+       values ($1, $2, $3, $4, false, 'pending', now(), now())`,
+      [id, `evt_t${n}`, endpointId, caller.accountId],
+    );
+    return id;
+  }
+  const statusOf = async (deliveryId: string) =>
+    (await db.pool.query('select status from webhooks.deliveries where id = $1', [deliveryId])).rows[0]
+      ?.status;
+
+  it('updates only the fields given, validating each', async () => {
+    const { caller, endpoint } = await setup();
+    const update = (input: Parameters<typeof updateEndpoint>[3]) =>
+      db.db.transaction((tx) => updateEndpoint(tx, caller, endpoint.id, input, deps));
+    const moved = await update({ url: 'https://93.184.215.15/b', events: [] });
+    expect(moved).toMatchObject({
+      url: 'https://93.184.215.15/b',
+      events: ['*'],
+      description: 'd',
+      status: 'enabled',
+    });
+    expect(await update({ events: ['order.created'], description: '' })).toMatchObject({
+      events: ['order.created'],
+      description: null,
+    });
+    expect(await codeOf(update({ url: 'https://10.0.0.1/' }))).toBe('invalid_url');
+    expect(await codeOf(update({ url: 'http://93.184.215.14/' }))).toBe('invalid_url');
+    expect(await codeOf(update({ events: ['order.exploded'] }))).toBe('invalid_event_type');
+    expect((await getEndpoint(db.db, caller, endpoint.id)).url).toBe('https://93.184.215.15/b');
+  });
+
+  it('disables (skipping what is pending) and enables again', async () => {
+    const { caller, endpoint } = await setup();
+    const pending = await pendingDelivery(endpoint.id, caller);
+    const disabled = await db.db.transaction((tx) =>
+      updateEndpoint(tx, caller, endpoint.id, { disabled: true }, deps),
+    );
+    expect(disabled.status).toBe('disabled');
+    expect(await statusOf(pending)).toBe('skipped');
+    const enabled = await db.db.transaction((tx) =>
+      updateEndpoint(tx, caller, endpoint.id, { disabled: false }, deps),
+    );
+    expect(enabled.status).toBe('enabled');
+  });
+
+  it('re-enables an unhealthy endpoint, clearing its health detail', async () => {
+    const { caller, endpoint } = await setup();
+    await db.pool.query(
+      `update webhooks.endpoints set status = 'unhealthy', failing_since = now(), last_error = 'HTTP 500' where id = $1`,
+      [endpoint.id],
+    );
+    const row = await db.db.transaction((tx) => enableEndpoint(tx, caller, endpoint.id));
+    expect(row).toMatchObject({ status: 'enabled', failingSince: null, lastError: null });
+    // Enabling an enabled endpoint changes nothing, and keeps its health detail.
+    await db.pool.query(`update webhooks.endpoints set last_error = 'HTTP 502' where id = $1`, [endpoint.id]);
+    expect((await db.db.transaction((tx) => enableEndpoint(tx, caller, endpoint.id))).lastError).toBe(
+      'HTTP 502',
+    );
+  });
+
+  it('rotates the secret, sealed', async () => {
+    const { caller, endpoint, secret } = await setup();
+    const rotated = await db.db.transaction((tx) => rotateSecret(tx, caller, endpoint.id, deps));
+    expect(rotated.secret).toMatch(/^whsec_/);
+    expect(rotated.secret).not.toBe(secret);
+    const { rows } = await db.pool.query('select secret_sealed from webhooks.endpoints where id = $1', [
+      endpoint.id,
+    ]);
+    expect(box.open(rows[0].secret_sealed)).toBe(rotated.secret);
+  });
+
+  it('deletes, skipping what is pending; afterwards the endpoint is gone', async () => {
+    const { caller, endpoint } = await setup();
+    const pending = await pendingDelivery(endpoint.id, caller);
+    expect(await db.db.transaction((tx) => deleteEndpoint(tx, caller, endpoint.id))).toBe(endpoint.id);
+    expect(await statusOf(pending)).toBe('skipped');
+    expect(await codeOf(getEndpoint(db.db, caller, endpoint.id))).toBe('resource_missing');
+    expect(await codeOf(db.db.transaction((tx) => deleteEndpoint(tx, caller, endpoint.id)))).toBe(
+      'resource_missing',
+    );
+  });
+
+  it('lets no other account or mode change an endpoint', async () => {
+    const { caller, endpoint, secret } = await setup();
+    for (const other of [
+      { ...caller, accountId: 'acct_other' },
+      { ...caller, livemode: true },
+    ]) {
+      const attempts = [
+        () => db.db.transaction((tx) => updateEndpoint(tx, other, endpoint.id, { disabled: true }, deps)),
+        () => db.db.transaction((tx) => enableEndpoint(tx, other, endpoint.id)),
+        () => db.db.transaction((tx) => rotateSecret(tx, other, endpoint.id, deps)),
+        () => db.db.transaction((tx) => deleteEndpoint(tx, other, endpoint.id)),
+      ];
+      for (const attempt of attempts) expect(await codeOf(attempt())).toBe('resource_missing');
+    }
+    const { rows } = await db.pool.query('select * from webhooks.endpoints where id = $1', [endpoint.id]);
+    expect(rows[0].status).toBe('enabled');
+    expect(box.open(rows[0].secret_sealed)).toBe(secret);
   });
 });

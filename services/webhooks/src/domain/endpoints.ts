@@ -1,4 +1,5 @@
-// Webhook endpoints: validation of URL and event types, creation with a sealed secret, reads.
+// Webhook endpoints: validation of URL and event types, creation with a sealed secret, reads,
+// updates, deletion, re-enabling (spec 3.1) and secret rotation.
 import { apiError } from '@mcs/errors';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
@@ -6,8 +7,8 @@ import { newId } from '@mcs/kit/ids';
 import { listLimit, optionalText } from '@mcs/kit/validate';
 import { events as eventsProto } from '@mcs/proto';
 import { enumValueName } from '@mcs/rest';
-import { and, desc, eq, lt } from 'drizzle-orm';
-import { type EndpointStatus, endpoints } from '../db/schema.ts';
+import { and, desc, eq, lt, ne } from 'drizzle-orm';
+import { deliveries, type EndpointStatus, endpoints } from '../db/schema.ts';
 import { ForbiddenTargetError, hostOf, isLocalName, resolveAllowed } from '../delivery/target.ts';
 import { newSigningSecret, type SecretBox } from './secrets.ts';
 
@@ -133,19 +134,119 @@ export async function createEndpoint(
   return { endpoint: existing, secret: deps.box.open(existing.secretSealed), created: false };
 }
 
-export async function getEndpoint(tx: Tx, caller: Caller, id: string): Promise<Endpoint> {
-  const [row] = await tx
-    .select()
-    .from(endpoints)
-    .where(
-      and(
-        eq(endpoints.id, id),
-        eq(endpoints.accountId, caller.accountId),
-        eq(endpoints.livemode, caller.livemode),
-      ),
-    );
-  if (!row) throw apiError('resource_missing', { param: 'id', message: `No such webhook endpoint: ${id}.` });
+const ofCaller = (caller: Caller, id: string) =>
+  and(
+    eq(endpoints.id, id),
+    eq(endpoints.accountId, caller.accountId),
+    eq(endpoints.livemode, caller.livemode),
+  );
+
+const missing = (id: string) =>
+  apiError('resource_missing', { param: 'id', message: `No such webhook endpoint: ${id}.` });
+
+/** The caller's endpoint `id`; with `lock`, row-locked until the transaction ends. */
+export async function getEndpoint(
+  tx: Tx,
+  caller: Caller,
+  id: string,
+  opts: { lock?: boolean } = {},
+): Promise<Endpoint> {
+  const query = tx.select().from(endpoints).where(ofCaller(caller, id));
+  const [row] = opts.lock ? await query.for('update') : await query;
+  if (!row) throw missing(id);
   return row;
+}
+
+export interface UpdateEndpointInput {
+  url?: string | undefined;
+  /** Empty: unchanged (a repeated field cannot say "absent"). */
+  events?: string[] | undefined;
+  /** "" clears it. */
+  description?: string | undefined;
+  /** true → disabled; false → enabled (as re-enabling does). */
+  disabled?: boolean | undefined;
+}
+
+export async function updateEndpoint(
+  tx: Tx,
+  caller: Caller,
+  id: string,
+  input: UpdateEndpointInput,
+  deps: { policy: EndpointPolicy },
+  now = new Date(),
+): Promise<Endpoint> {
+  const current = await getEndpoint(tx, caller, id, { lock: true });
+  const patch: Partial<typeof endpoints.$inferInsert> = { updatedAt: now };
+  if (input.url !== undefined) patch.url = await validateUrl(input.url, deps.policy);
+  if (input.events !== undefined && input.events.length > 0) patch.events = validateEvents(input.events);
+  if (input.description !== undefined) {
+    patch.description = input.description === '' ? null : optionalText(input.description, 'description', 500);
+  }
+  if (input.disabled === true) patch.status = 'disabled';
+  if (input.disabled === false && current.status !== 'enabled') Object.assign(patch, ENABLED);
+  const [row] = await tx.update(endpoints).set(patch).where(eq(endpoints.id, current.id)).returning();
+  if (!row) throw missing(id);
+  if (row.status === 'disabled') await skipPending(tx, row.id);
+  return row;
+}
+
+/** What re-enabling sets: a clean bill of health. */
+const ENABLED = { status: 'enabled', failingSince: null, lastError: null } as const;
+
+/**
+ * Re-enables an unhealthy or disabled endpoint (the API twin of Settings → API). New events
+ * flow to it again; deliveries skipped meanwhile stay listed as skipped and can be resent.
+ * Enabling an enabled endpoint changes nothing.
+ */
+export async function enableEndpoint(
+  tx: Tx,
+  caller: Caller,
+  id: string,
+  now = new Date(),
+): Promise<Endpoint> {
+  const [row] = await tx
+    .update(endpoints)
+    .set({ ...ENABLED, updatedAt: now })
+    .where(and(ofCaller(caller, id), ne(endpoints.status, 'enabled')))
+    .returning();
+  return row ?? getEndpoint(tx, caller, id);
+}
+
+/** A new signing secret; the old one signs nothing from now on. */
+export async function rotateSecret(
+  tx: Tx,
+  caller: Caller,
+  id: string,
+  deps: { box: SecretBox },
+  now = new Date(),
+): Promise<{ endpoint: Endpoint; secret: string }> {
+  const secret = newSigningSecret();
+  const [row] = await tx
+    .update(endpoints)
+    .set({ secretSealed: deps.box.seal(secret), updatedAt: now })
+    .where(ofCaller(caller, id))
+    .returning();
+  if (!row) throw missing(id);
+  return { endpoint: row, secret };
+}
+
+/**
+ * Deletes an endpoint and its sealed secret. Its deliveries stay (the event log is the
+ * account's), and those still pending become skipped; an attempt already in flight finds the
+ * endpoint gone and records nothing.
+ */
+export async function deleteEndpoint(tx: Tx, caller: Caller, id: string): Promise<string> {
+  const [row] = await tx.delete(endpoints).where(ofCaller(caller, id)).returning({ id: endpoints.id });
+  if (!row) throw missing(id);
+  await skipPending(tx, row.id);
+  return row.id;
+}
+
+async function skipPending(tx: Tx, endpointId: string): Promise<void> {
+  await tx
+    .update(deliveries)
+    .set({ status: 'skipped', nextAttemptAt: null })
+    .where(and(eq(deliveries.endpointId, endpointId), eq(deliveries.status, 'pending')));
 }
 
 export async function listEndpoints(

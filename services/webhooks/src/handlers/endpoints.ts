@@ -3,15 +3,60 @@ import { create } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { ServiceImpl } from '@connectrpc/connect';
 import { callerOf } from '@mcs/kit/caller';
+import { eventTypeName } from '@mcs/kit/outbox';
 import { webhooks } from '@mcs/proto';
+import type { DeliveryStatus } from '../db/schema.ts';
 import type { Deps } from '../deps.ts';
-import { createEndpoint, type Endpoint, getEndpoint, listEndpoints } from '../domain/endpoints.ts';
+import {
+  type Delivery,
+  eventTypeOf,
+  listDeliveries,
+  retryDelivery,
+  sendTestEvent,
+} from '../domain/deliveries.ts';
+import {
+  createEndpoint,
+  deleteEndpoint,
+  type Endpoint,
+  enableEndpoint,
+  getEndpoint,
+  listEndpoints,
+  rotateSecret,
+  updateEndpoint,
+} from '../domain/endpoints.ts';
 
 const STATUS = {
   enabled: webhooks.EndpointStatus.ENABLED,
   unhealthy: webhooks.EndpointStatus.UNHEALTHY,
   disabled: webhooks.EndpointStatus.DISABLED,
 } as const;
+
+const DELIVERY_STATUS = {
+  pending: webhooks.DeliveryStatus.PENDING,
+  succeeded: webhooks.DeliveryStatus.SUCCEEDED,
+  failed: webhooks.DeliveryStatus.FAILED,
+  skipped: webhooks.DeliveryStatus.SKIPPED,
+} as const satisfies Record<DeliveryStatus, webhooks.DeliveryStatus>;
+
+function deliveryStatusOf(value: webhooks.DeliveryStatus | undefined): DeliveryStatus | undefined {
+  switch (value) {
+    case undefined:
+    case webhooks.DeliveryStatus.UNSPECIFIED:
+      return undefined;
+    case webhooks.DeliveryStatus.PENDING:
+      return 'pending';
+    case webhooks.DeliveryStatus.SUCCEEDED:
+      return 'succeeded';
+    case webhooks.DeliveryStatus.FAILED:
+      return 'failed';
+    case webhooks.DeliveryStatus.SKIPPED:
+      return 'skipped';
+    default: {
+      const never: never = value;
+      throw new Error(`unknown delivery status ${String(never)}`);
+    }
+  }
+}
 
 export function toProtoEndpoint(e: Endpoint, secret?: string): webhooks.WebhookEndpoint {
   return create(webhooks.WebhookEndpointSchema, {
@@ -20,26 +65,55 @@ export function toProtoEndpoint(e: Endpoint, secret?: string): webhooks.WebhookE
     events: e.events,
     ...(e.description !== null ? { description: e.description } : {}),
     status: STATUS[e.status],
+    ...(e.failingSince !== null ? { failingSince: timestampFromDate(e.failingSince) } : {}),
+    ...(e.lastError !== null ? { lastError: e.lastError } : {}),
     ...(secret !== undefined ? { secret } : {}),
     livemode: e.livemode,
     createdAt: timestampFromDate(e.createdAt),
   });
 }
 
+export function toProtoDelivery(d: Delivery): webhooks.WebhookDelivery {
+  return create(webhooks.WebhookDeliverySchema, {
+    id: d.id,
+    webhookEndpoint: d.endpointId,
+    event: d.eventId,
+    eventType: eventTypeOf(d.eventType),
+    status: DELIVERY_STATUS[d.status],
+    attemptCount: d.attempts,
+    ...(d.status === 'pending' && d.nextAttemptAt
+      ? { nextAttemptAt: timestampFromDate(d.nextAttemptAt) }
+      : {}),
+    attempts: d.attemptLog.map((a) =>
+      create(webhooks.WebhookAttemptSchema, {
+        number: a.number,
+        at: timestampFromDate(a.at),
+        ...(a.statusCode !== null ? { statusCode: a.statusCode } : {}),
+        ...(a.error !== null ? { error: a.error } : {}),
+        latencyMs: a.latencyMs,
+        ...(a.responseExcerpt !== null ? { responseExcerpt: a.responseExcerpt } : {}),
+      }),
+    ),
+    livemode: d.livemode,
+    createdAt: timestampFromDate(d.createdAt),
+  });
+}
+
 export function endpointHandlers(deps: Deps): ServiceImpl<typeof webhooks.WebhookEndpointService> {
+  const { db } = deps;
   return {
     async createWebhookEndpoint(req, ctx) {
       const caller = callerOf(ctx);
-      const { endpoint, secret } = await deps.db.transaction((tx) =>
+      const { endpoint, secret } = await db.transaction((tx) =>
         createEndpoint(tx, caller, { url: req.url, events: req.events, description: req.description }, deps),
       );
       return toProtoEndpoint(endpoint, secret);
     },
     async getWebhookEndpoint(req, ctx) {
-      return toProtoEndpoint(await getEndpoint(deps.db, callerOf(ctx), req.id));
+      return toProtoEndpoint(await getEndpoint(db, callerOf(ctx), req.id));
     },
     async listWebhookEndpoints(req, ctx) {
-      const page = await listEndpoints(deps.db, callerOf(ctx), {
+      const page = await listEndpoints(db, callerOf(ctx), {
         limit: req.limit,
         startingAfter: req.startingAfter || undefined,
       });
@@ -47,6 +121,61 @@ export function endpointHandlers(deps: Deps): ServiceImpl<typeof webhooks.Webhoo
         data: page.data.map((e) => toProtoEndpoint(e)),
         hasMore: page.hasMore,
       });
+    },
+    async updateWebhookEndpoint(req, ctx) {
+      const caller = callerOf(ctx);
+      const endpoint = await db.transaction((tx) =>
+        updateEndpoint(
+          tx,
+          caller,
+          req.id,
+          { url: req.url, events: req.events, description: req.description, disabled: req.disabled },
+          deps,
+        ),
+      );
+      return toProtoEndpoint(endpoint);
+    },
+    async deleteWebhookEndpoint(req, ctx) {
+      const caller = callerOf(ctx);
+      const id = await db.transaction((tx) => deleteEndpoint(tx, caller, req.id));
+      return create(webhooks.DeletedWebhookEndpointSchema, { id, deleted: true });
+    },
+    async enableWebhookEndpoint(req, ctx) {
+      const caller = callerOf(ctx);
+      return toProtoEndpoint(await db.transaction((tx) => enableEndpoint(tx, caller, req.id)));
+    },
+    async rotateWebhookEndpointSecret(req, ctx) {
+      const caller = callerOf(ctx);
+      const { endpoint, secret } = await db.transaction((tx) => rotateSecret(tx, caller, req.id, deps));
+      return toProtoEndpoint(endpoint, secret);
+    },
+    async listWebhookDeliveries(req, ctx) {
+      const page = await listDeliveries(db, callerOf(ctx), req.id, {
+        limit: req.limit,
+        startingAfter: req.startingAfter || undefined,
+        status: deliveryStatusOf(req.status),
+      });
+      return create(webhooks.ListWebhookDeliveriesResponseSchema, {
+        data: page.data.map(toProtoDelivery),
+        hasMore: page.hasMore,
+      });
+    },
+    async retryWebhookDelivery(req, ctx) {
+      const caller = callerOf(ctx);
+      const { delivery, queued } = await db.transaction((tx) =>
+        retryDelivery(tx, caller, req.id, req.delivery, deps.queue.leaseMs),
+      );
+      deps.queue.enqueue([queued]);
+      return toProtoDelivery(delivery);
+    },
+    async sendTestWebhook(req, ctx) {
+      const caller = callerOf(ctx);
+      const type = req.type ? eventTypeName(req.type) : undefined;
+      const { delivery, queued } = await db.transaction((tx) =>
+        sendTestEvent(tx, caller, req.id, type, deps.queue.leaseMs),
+      );
+      deps.queue.enqueue([queued]);
+      return toProtoDelivery(delivery);
     },
   };
 }
