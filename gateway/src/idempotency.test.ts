@@ -84,3 +84,22 @@ describe('idempotency store', () => {
     expect((await store.begin({ ...s, livemode: true }, 'x', t0)).kind).toBe('proceed');
   });
 });
+
+describe('at rest', () => {
+  it('keeps neither the key nor the answer in clear', async () => {
+    const s = { accountId: 'acct_rest', livemode: false, key: 'my-key-123' };
+    await store.begin(s, 'fp', t0);
+    await store.complete(s, 200, '{"secret":"whsec_abcdef"}');
+    const { rows } = await db.pool.query(
+      "select * from gateway.idempotency_keys where account_id = 'acct_rest'",
+    );
+    const dump = JSON.stringify(rows) + Buffer.from(rows[0].body).toString('latin1');
+    expect(dump).not.toContain('my-key-123');
+    expect(dump).not.toContain('whsec_abcdef');
+    expect(await store.begin(s, 'fp', at(1))).toEqual({
+      kind: 'replay',
+      status: 200,
+      body: '{"secret":"whsec_abcdef"}',
+    });
+  });
+});

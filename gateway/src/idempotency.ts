@@ -5,7 +5,7 @@
 // whose gateway died mid-flight leaves an in-flight row; after its lock runs out, a retry takes
 // the key over, and the service, which stored the key with what it created, answers with that
 // same resource instead of creating another.
-import { createHash } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto';
 import type { Db } from '@mcs/kit/db';
 import { and, eq, lt, sql } from 'drizzle-orm';
 import { idempotencyKeys } from './db/schema.ts';
@@ -42,6 +42,27 @@ export function fingerprint(method: string, path: string, body: unknown): string
     .digest('hex');
 }
 
+const hashKey = (key: string) => createHash('sha256').update(key, 'utf8').digest('hex');
+
+/** The answer's encryption key: derived from the client's key, which the database never holds. */
+function answerKey(s: Scope): Buffer {
+  return Buffer.from(hkdfSync('sha256', s.key, `${s.accountId}:${s.livemode}`, 'mcs idempotent answer', 32));
+}
+
+function seal(s: Scope, body: string): Uint8Array {
+  const iv = randomBytes(12);
+  const cipher = createCipheriv('aes-256-gcm', answerKey(s), iv);
+  const data = Buffer.concat([cipher.update(body, 'utf8'), cipher.final()]);
+  return Buffer.concat([iv, cipher.getAuthTag(), data]);
+}
+
+function open(s: Scope, sealed: Uint8Array): string {
+  const buf = Buffer.from(sealed);
+  const decipher = createDecipheriv('aes-256-gcm', answerKey(s), buf.subarray(0, 12));
+  decipher.setAuthTag(buf.subarray(12, 28));
+  return Buffer.concat([decipher.update(buf.subarray(28)), decipher.final()]).toString('utf8');
+}
+
 export interface IdempotencyStore {
   begin(scope: Scope, fp: string, now?: Date): Promise<Begin>;
   complete(scope: Scope, status: number, body: string): Promise<void>;
@@ -55,7 +76,7 @@ export function createIdempotencyStore(db: Db, lockMs: number): IdempotencyStore
     and(
       eq(idempotencyKeys.accountId, s.accountId),
       eq(idempotencyKeys.livemode, s.livemode),
-      eq(idempotencyKeys.key, s.key),
+      eq(idempotencyKeys.keyHash, hashKey(s.key)),
     );
 
   async function begin(scope: Scope, fp: string, now = new Date()): Promise<Begin> {
@@ -64,9 +85,17 @@ export function createIdempotencyStore(db: Db, lockMs: number): IdempotencyStore
     // One statement: claim a new key, or take over one that expired or whose holder died.
     const claimed = await db
       .insert(idempotencyKeys)
-      .values({ ...scope, fingerprint: fp, state: 'in_flight', lockedUntil, createdAt: now })
+      .values({
+        accountId: scope.accountId,
+        livemode: scope.livemode,
+        keyHash: hashKey(scope.key),
+        fingerprint: fp,
+        state: 'in_flight',
+        lockedUntil,
+        createdAt: now,
+      })
       .onConflictDoUpdate({
-        target: [idempotencyKeys.accountId, idempotencyKeys.livemode, idempotencyKeys.key],
+        target: [idempotencyKeys.accountId, idempotencyKeys.livemode, idempotencyKeys.keyHash],
         set: {
           fingerprint: sql`case when ${idempotencyKeys.createdAt} < ${expiredBefore} then excluded.fingerprint else ${idempotencyKeys.fingerprint} end`,
           state: sql`'in_flight'`,
@@ -84,13 +113,16 @@ export function createIdempotencyStore(db: Db, lockMs: number): IdempotencyStore
     if (!row) return begin(scope, fp, now); // released between our two statements
     if (row.fingerprint !== fp) return { kind: 'mismatch' };
     if (row.state === 'in_flight') return { kind: 'in_use' };
-    return { kind: 'replay', status: row.status ?? 200, body: row.body ?? '' };
+    return { kind: 'replay', status: row.status ?? 200, body: row.body ? open(scope, row.body) : '' };
   }
 
   return {
     begin,
     async complete(scope, status, body) {
-      await db.update(idempotencyKeys).set({ state: 'done', status, body }).where(where(scope));
+      await db
+        .update(idempotencyKeys)
+        .set({ state: 'done', status, body: seal(scope, body) })
+        .where(where(scope));
     },
     async release(scope) {
       await db.delete(idempotencyKeys).where(and(where(scope), eq(idempotencyKeys.state, 'in_flight')));
@@ -99,7 +131,7 @@ export function createIdempotencyStore(db: Db, lockMs: number): IdempotencyStore
       const gone = await db
         .delete(idempotencyKeys)
         .where(lt(idempotencyKeys.createdAt, new Date(now.getTime() - KEY_LIFETIME_MS)))
-        .returning({ key: idempotencyKeys.key });
+        .returning({ key: idempotencyKeys.keyHash });
       return gone.length;
     },
   };

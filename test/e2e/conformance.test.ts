@@ -29,8 +29,12 @@ const fill = (path: string, values: Record<string, string>) =>
 
 beforeAll(async () => {
   stack = await startStack({ env: { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'false' } });
-  a = JSON.parse(await stack.cli(['accounts', 'create', '--email', 'a@example.com', '--rate-limit', '100000']));
-  b = JSON.parse(await stack.cli(['accounts', 'create', '--email', 'b@example.com', '--rate-limit', '100000']));
+  a = JSON.parse(
+    await stack.cli(['accounts', 'create', '--email', 'a@example.com', '--rate-limit', '100000']),
+  );
+  b = JSON.parse(
+    await stack.cli(['accounts', 'create', '--email', 'b@example.com', '--rate-limit', '100000']),
+  );
   const doc = (await (await fetch(`${stack.baseUrl}/v1/openapi.json`, { dispatcher: agent })).json()) as any;
   routes = Object.entries(doc.paths as Record<string, Record<string, any>>).flatMap(([path, ops]) =>
     Object.entries(ops).map(([method, op]) => ({ method: method.toUpperCase(), path, op })),
@@ -87,7 +91,10 @@ describe('every route', () => {
       for (const name of names) {
         const collection = collectionOf(r.path, name);
         const id = ids[collection];
-        expect(id, `no fixture for "${collection}" (${r.method} ${r.path}): add one in fixtures()`).toBeDefined();
+        expect(
+          id,
+          `no fixture for "${collection}" (${r.method} ${r.path}): add one in fixtures()`,
+        ).toBeDefined();
         values[name] = id!;
       }
       const path = fill(r.path, values);
@@ -156,8 +163,21 @@ async function fixtures(key: string): Promise<Record<string, string>> {
 
 describe('fuzzing every route', () => {
   const json = fc.jsonValue({ maxDepth: 3 });
-  const strings = fc.oneof(fc.string(), fc.string({ unit: 'grapheme' }), fc.string({ unit: 'binary' }), fc.constantFrom('', ' ', '\u0000', '💥', 'null', '-1', '1e309', '%', '../', 'ord_'));
-  const value = fc.oneof(json, strings, fc.integer(), fc.double(), fc.boolean(), fc.constant(null), fc.array(json, { maxLength: 5 }));
+  const strings = fc.oneof(
+    fc.string(),
+    fc.string({ unit: 'grapheme' }),
+    fc.string({ unit: 'binary' }),
+    fc.constantFrom('', ' ', '\u0000', '💥', 'null', '-1', '1e309', '%', '../', 'ord_'),
+  );
+  const value = fc.oneof(
+    json,
+    strings,
+    fc.integer(),
+    fc.double(),
+    fc.boolean(),
+    fc.constant(null),
+    fc.array(json, { maxLength: 5 }),
+  );
 
   /** Bodies near the valid shape: the route's own field names with random values. */
   function bodyFor(op: any) {
@@ -167,7 +187,15 @@ describe('fuzzing every route', () => {
       fc.dictionary(names, value, { maxKeys: 6 }).map((o) => JSON.stringify(o)),
       json.map((v) => JSON.stringify(v)),
       strings,
-      fc.constantFrom('{', '{"a":', '[]', 'true', '"x"', '{"customer":{"name":{"$gt":""}}}', `{"k":"${'x'.repeat(20000)}"}`),
+      fc.constantFrom(
+        '{',
+        '{"a":',
+        '[]',
+        'true',
+        '"x"',
+        '{"customer":{"name":{"$gt":""}}}',
+        `{"k":"${'x'.repeat(20000)}"}`,
+      ),
     );
   }
 
@@ -176,14 +204,24 @@ describe('fuzzing every route', () => {
     for (const r of routes) {
       const runs = r.method === 'GET' ? 60 : 200;
       await fc.assert(
-        fc.asyncProperty(fc.array(strings, { minLength: 3, maxLength: 3 }), bodyFor(r.op), fc.dictionary(fc.string({ maxLength: 10 }), fc.string({ maxLength: 20 }), { maxKeys: 3 }), async (params, body, query) => {
-          const values = { id: params[0]!, conversation: params[1]!, delivery: params[2]! };
-          let path = fill(r.path, values);
-          if (r.method === 'GET') path += `?${new URLSearchParams(query)}`;
-          const res = await call(a.secret_key, r.method, path, r.method === 'GET' || r.method === 'DELETE' ? undefined : body);
-          requests++;
-          expectEnvelope(res, `${r.method} ${path} ${body.slice(0, 200)}`);
-        }),
+        fc.asyncProperty(
+          fc.array(strings, { minLength: 3, maxLength: 3 }),
+          bodyFor(r.op),
+          fc.dictionary(fc.string({ maxLength: 10 }), fc.string({ maxLength: 20 }), { maxKeys: 3 }),
+          async (params, body, query) => {
+            const values = { id: params[0]!, conversation: params[1]!, delivery: params[2]! };
+            let path = fill(r.path, values);
+            if (r.method === 'GET') path += `?${new URLSearchParams(query)}`;
+            const res = await call(
+              a.secret_key,
+              r.method,
+              path,
+              r.method === 'GET' || r.method === 'DELETE' ? undefined : body,
+            );
+            requests++;
+            expectEnvelope(res, `${r.method} ${path} ${body.slice(0, 200)}`);
+          },
+        ),
         { numRuns: runs },
       );
     }

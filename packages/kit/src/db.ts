@@ -2,7 +2,15 @@
 // start-up migration step. Each service owns one schema and its own migrations folder.
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { migrate } from 'drizzle-orm/node-postgres/migrator';
+import { customType } from 'drizzle-orm/pg-core';
 import pg from 'pg';
+
+/** A bytea column as Uint8Array. */
+export const bytea = customType<{ data: Uint8Array; driverData: Buffer }>({
+  dataType: () => 'bytea',
+  toDriver: (v) => Buffer.from(v.buffer, v.byteOffset, v.byteLength),
+  fromDriver: (v) => new Uint8Array(v),
+});
 
 export type Db = NodePgDatabase<Record<string, unknown>>;
 /** Anything that can run a query: the pool-backed db or a transaction. */

@@ -6,19 +6,16 @@ import { create, toBinary } from '@bufbuild/protobuf';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import { events } from '@mcs/proto';
 import { enumValueName } from '@mcs/rest';
-import { bigserial, customType, type PgSchema, text, timestamp } from 'drizzle-orm/pg-core';
+import { bigserial, type PgSchema, text, timestamp } from 'drizzle-orm/pg-core';
 import type { JetStreamClient } from 'nats';
 import type pg from 'pg';
-import type { Tx } from './db.ts';
+import { bytea, type Tx } from './db.ts';
+
+export { bytea };
+
 import { newId } from './ids.ts';
 import type { Logger } from './log.ts';
 import type { StreamNames } from './nats.ts';
-
-export const bytea = customType<{ data: Uint8Array; driverData: Buffer }>({
-  dataType: () => 'bytea',
-  toDriver: (v) => Buffer.from(v.buffer, v.byteOffset, v.byteLength),
-  fromDriver: (v) => new Uint8Array(v),
-});
 
 /** The outbox table of a service, in that service's schema. */
 export function outboxTable(schema: PgSchema) {

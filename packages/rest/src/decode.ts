@@ -156,7 +156,8 @@ function decodeScalar(type: ScalarType, raw: unknown, param: string): unknown {
     case ScalarType.STRING:
       if (typeof raw !== 'string') throw new DecodeError('invalid_type', param, `${param} must be a string.`);
       // PostgreSQL text cannot hold NUL, and no field of ours has a use for it.
-      if (raw.includes('\u0000')) throw new DecodeError('invalid_value', param, `${param} must not contain NUL characters.`);
+      if (raw.includes('\u0000'))
+        throw new DecodeError('invalid_value', param, `${param} must not contain NUL characters.`);
       return raw;
     case ScalarType.BOOL:
       if (typeof raw !== 'boolean')

@@ -1,8 +1,15 @@
 export { createTestCerts, type TestCerts } from './certs.ts';
 export { createTestDatabase, type TestDatabase } from './db.ts';
+export {
+  type EventProbe,
+  type ServiceHarness,
+  startEventProbe,
+  startServiceHarness,
+} from './harness.ts';
 export { createTestNats, type TestNats } from './nats.ts';
 export { type Received, type Receiver, type Reply, startReceiver } from './receiver.ts';
 export { apiErrorOf, freshDatabase, grpcClient, type MigratedDatabase } from './service.ts';
+export { parseMail, type ReceivedMail, type SmtpServer, startSmtpServer } from './smtp.ts';
 export {
   type AccountKeys,
   PARTS,

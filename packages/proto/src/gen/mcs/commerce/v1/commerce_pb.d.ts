@@ -35,6 +35,220 @@ export declare type Customer = Message<"mcs.commerce.v1.Customer"> & {
 export declare const CustomerSchema: GenMessage<Customer>;
 
 /**
+ * @generated from message mcs.commerce.v1.Product
+ */
+export declare type Product = Message<"mcs.commerce.v1.Product"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * @generated from field: optional string description = 3;
+   */
+  description?: string | undefined;
+
+  /**
+   * Unit price in the currency's minor unit.
+   *
+   * @generated from field: int64 price = 4;
+   */
+  price: bigint;
+
+  /**
+   * @generated from field: string currency = 5;
+   */
+  currency: string;
+
+  /**
+   * False once archived: an archived product stays readable but cannot be ordered.
+   *
+   * @generated from field: bool active = 6;
+   */
+  active: boolean;
+
+  /**
+   * @generated from field: bool livemode = 7;
+   */
+  livemode: boolean;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 8;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp updated_at = 9;
+   */
+  updatedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message mcs.commerce.v1.Product.
+ * Use `create(ProductSchema)` to create a new message.
+ */
+export declare const ProductSchema: GenMessage<Product>;
+
+/**
+ * @generated from message mcs.commerce.v1.CreateProductRequest
+ */
+export declare type CreateProductRequest = Message<"mcs.commerce.v1.CreateProductRequest"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: optional string description = 2;
+   */
+  description?: string | undefined;
+
+  /**
+   * Unit price in the currency's minor unit.
+   *
+   * @generated from field: optional int64 price = 3;
+   */
+  price?: bigint | undefined;
+
+  /**
+   * @generated from field: string currency = 4;
+   */
+  currency: string;
+};
+
+/**
+ * Describes the message mcs.commerce.v1.CreateProductRequest.
+ * Use `create(CreateProductRequestSchema)` to create a new message.
+ */
+export declare const CreateProductRequestSchema: GenMessage<CreateProductRequest>;
+
+/**
+ * @generated from message mcs.commerce.v1.GetProductRequest
+ */
+export declare type GetProductRequest = Message<"mcs.commerce.v1.GetProductRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message mcs.commerce.v1.GetProductRequest.
+ * Use `create(GetProductRequestSchema)` to create a new message.
+ */
+export declare const GetProductRequestSchema: GenMessage<GetProductRequest>;
+
+/**
+ * Only the fields given change. The currency of a product is fixed at creation.
+ *
+ * @generated from message mcs.commerce.v1.UpdateProductRequest
+ */
+export declare type UpdateProductRequest = Message<"mcs.commerce.v1.UpdateProductRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: optional string name = 2;
+   */
+  name?: string | undefined;
+
+  /**
+   * @generated from field: optional string description = 3;
+   */
+  description?: string | undefined;
+
+  /**
+   * @generated from field: optional int64 price = 4;
+   */
+  price?: bigint | undefined;
+
+  /**
+   * @generated from field: optional bool active = 5;
+   */
+  active?: boolean | undefined;
+};
+
+/**
+ * Describes the message mcs.commerce.v1.UpdateProductRequest.
+ * Use `create(UpdateProductRequestSchema)` to create a new message.
+ */
+export declare const UpdateProductRequestSchema: GenMessage<UpdateProductRequest>;
+
+/**
+ * @generated from message mcs.commerce.v1.ListProductsRequest
+ */
+export declare type ListProductsRequest = Message<"mcs.commerce.v1.ListProductsRequest"> & {
+  /**
+   * 1 to 100; 10 when absent.
+   *
+   * @generated from field: optional int32 limit = 1;
+   */
+  limit?: number | undefined;
+
+  /**
+   * @generated from field: string starting_after = 2;
+   */
+  startingAfter: string;
+
+  /**
+   * Only active (true) or only archived (false) products.
+   *
+   * @generated from field: optional bool active = 3;
+   */
+  active?: boolean | undefined;
+};
+
+/**
+ * Describes the message mcs.commerce.v1.ListProductsRequest.
+ * Use `create(ListProductsRequestSchema)` to create a new message.
+ */
+export declare const ListProductsRequestSchema: GenMessage<ListProductsRequest>;
+
+/**
+ * @generated from message mcs.commerce.v1.ListProductsResponse
+ */
+export declare type ListProductsResponse = Message<"mcs.commerce.v1.ListProductsResponse"> & {
+  /**
+   * @generated from field: repeated mcs.commerce.v1.Product data = 1;
+   */
+  data: Product[];
+
+  /**
+   * @generated from field: bool has_more = 2;
+   */
+  hasMore: boolean;
+};
+
+/**
+ * Describes the message mcs.commerce.v1.ListProductsResponse.
+ * Use `create(ListProductsResponseSchema)` to create a new message.
+ */
+export declare const ListProductsResponseSchema: GenMessage<ListProductsResponse>;
+
+/**
+ * @generated from message mcs.commerce.v1.ArchiveProductRequest
+ */
+export declare type ArchiveProductRequest = Message<"mcs.commerce.v1.ArchiveProductRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message mcs.commerce.v1.ArchiveProductRequest.
+ * Use `create(ArchiveProductRequestSchema)` to create a new message.
+ */
+export declare const ArchiveProductRequestSchema: GenMessage<ArchiveProductRequest>;
+
+/**
  * @generated from message mcs.commerce.v1.OrderItem
  */
 export declare type OrderItem = Message<"mcs.commerce.v1.OrderItem"> & {
@@ -212,14 +426,23 @@ export declare const GetOrderRequestSchema: GenMessage<GetOrderRequest>;
  */
 export declare type ListOrdersRequest = Message<"mcs.commerce.v1.ListOrdersRequest"> & {
   /**
-   * @generated from field: int32 limit = 1;
+   * 1 to 100; 10 when absent.
+   *
+   * @generated from field: optional int32 limit = 1;
    */
-  limit: number;
+  limit?: number | undefined;
 
   /**
    * @generated from field: string starting_after = 2;
    */
   startingAfter: string;
+
+  /**
+   * Only orders in this status.
+   *
+   * @generated from field: optional mcs.commerce.v1.OrderStatus status = 3;
+   */
+  status?: OrderStatus | undefined;
 };
 
 /**
@@ -250,6 +473,249 @@ export declare type ListOrdersResponse = Message<"mcs.commerce.v1.ListOrdersResp
 export declare const ListOrdersResponseSchema: GenMessage<ListOrdersResponse>;
 
 /**
+ * @generated from message mcs.commerce.v1.CancelOrderRequest
+ */
+export declare type CancelOrderRequest = Message<"mcs.commerce.v1.CancelOrderRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message mcs.commerce.v1.CancelOrderRequest.
+ * Use `create(CancelOrderRequestSchema)` to create a new message.
+ */
+export declare const CancelOrderRequestSchema: GenMessage<CancelOrderRequest>;
+
+/**
+ * @generated from message mcs.commerce.v1.FulfillOrderRequest
+ */
+export declare type FulfillOrderRequest = Message<"mcs.commerce.v1.FulfillOrderRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message mcs.commerce.v1.FulfillOrderRequest.
+ * Use `create(FulfillOrderRequestSchema)` to create a new message.
+ */
+export declare const FulfillOrderRequestSchema: GenMessage<FulfillOrderRequest>;
+
+/**
+ * @generated from message mcs.commerce.v1.RefundOrderRequest
+ */
+export declare type RefundOrderRequest = Message<"mcs.commerce.v1.RefundOrderRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message mcs.commerce.v1.RefundOrderRequest.
+ * Use `create(RefundOrderRequestSchema)` to create a new message.
+ */
+export declare const RefundOrderRequestSchema: GenMessage<RefundOrderRequest>;
+
+/**
+ * @generated from message mcs.commerce.v1.Payment
+ */
+export declare type Payment = Message<"mcs.commerce.v1.Payment"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The order this payment pays.
+   *
+   * @generated from field: string order = 2;
+   */
+  order: string;
+
+  /**
+   * In the currency's minor unit; always the order's total.
+   *
+   * @generated from field: int64 amount = 3;
+   */
+  amount: bigint;
+
+  /**
+   * @generated from field: string currency = 4;
+   */
+  currency: string;
+
+  /**
+   * @generated from field: mcs.commerce.v1.PaymentStatus status = 5;
+   */
+  status: PaymentStatus;
+
+  /**
+   * Why the payment failed, once status is failed.
+   *
+   * @generated from field: optional string failure_message = 6;
+   */
+  failureMessage?: string | undefined;
+
+  /**
+   * @generated from field: bool livemode = 7;
+   */
+  livemode: boolean;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 8;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp updated_at = 9;
+   */
+  updatedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message mcs.commerce.v1.Payment.
+ * Use `create(PaymentSchema)` to create a new message.
+ */
+export declare const PaymentSchema: GenMessage<Payment>;
+
+/**
+ * @generated from message mcs.commerce.v1.CreatePaymentRequest
+ */
+export declare type CreatePaymentRequest = Message<"mcs.commerce.v1.CreatePaymentRequest"> & {
+  /**
+   * A pending order of this account and mode.
+   *
+   * @generated from field: string order = 1;
+   */
+  order: string;
+
+  /**
+   * Defaults to the order's total; when given it must equal it (no partial payments).
+   *
+   * @generated from field: optional int64 amount = 2;
+   */
+  amount?: bigint | undefined;
+};
+
+/**
+ * Describes the message mcs.commerce.v1.CreatePaymentRequest.
+ * Use `create(CreatePaymentRequestSchema)` to create a new message.
+ */
+export declare const CreatePaymentRequestSchema: GenMessage<CreatePaymentRequest>;
+
+/**
+ * @generated from message mcs.commerce.v1.GetPaymentRequest
+ */
+export declare type GetPaymentRequest = Message<"mcs.commerce.v1.GetPaymentRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message mcs.commerce.v1.GetPaymentRequest.
+ * Use `create(GetPaymentRequestSchema)` to create a new message.
+ */
+export declare const GetPaymentRequestSchema: GenMessage<GetPaymentRequest>;
+
+/**
+ * @generated from message mcs.commerce.v1.ListPaymentsRequest
+ */
+export declare type ListPaymentsRequest = Message<"mcs.commerce.v1.ListPaymentsRequest"> & {
+  /**
+   * 1 to 100; 10 when absent.
+   *
+   * @generated from field: optional int32 limit = 1;
+   */
+  limit?: number | undefined;
+
+  /**
+   * @generated from field: string starting_after = 2;
+   */
+  startingAfter: string;
+
+  /**
+   * Only the payments of this order.
+   *
+   * @generated from field: optional string order = 3;
+   */
+  order?: string | undefined;
+};
+
+/**
+ * Describes the message mcs.commerce.v1.ListPaymentsRequest.
+ * Use `create(ListPaymentsRequestSchema)` to create a new message.
+ */
+export declare const ListPaymentsRequestSchema: GenMessage<ListPaymentsRequest>;
+
+/**
+ * @generated from message mcs.commerce.v1.ListPaymentsResponse
+ */
+export declare type ListPaymentsResponse = Message<"mcs.commerce.v1.ListPaymentsResponse"> & {
+  /**
+   * @generated from field: repeated mcs.commerce.v1.Payment data = 1;
+   */
+  data: Payment[];
+
+  /**
+   * @generated from field: bool has_more = 2;
+   */
+  hasMore: boolean;
+};
+
+/**
+ * Describes the message mcs.commerce.v1.ListPaymentsResponse.
+ * Use `create(ListPaymentsResponseSchema)` to create a new message.
+ */
+export declare const ListPaymentsResponseSchema: GenMessage<ListPaymentsResponse>;
+
+/**
+ * @generated from message mcs.commerce.v1.CompletePaymentRequest
+ */
+export declare type CompletePaymentRequest = Message<"mcs.commerce.v1.CompletePaymentRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message mcs.commerce.v1.CompletePaymentRequest.
+ * Use `create(CompletePaymentRequestSchema)` to create a new message.
+ */
+export declare const CompletePaymentRequestSchema: GenMessage<CompletePaymentRequest>;
+
+/**
+ * @generated from message mcs.commerce.v1.FailPaymentRequest
+ */
+export declare type FailPaymentRequest = Message<"mcs.commerce.v1.FailPaymentRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * Defaults to a generic decline message.
+   *
+   * @generated from field: optional string failure_message = 2;
+   */
+  failureMessage?: string | undefined;
+};
+
+/**
+ * Describes the message mcs.commerce.v1.FailPaymentRequest.
+ * Use `create(FailPaymentRequestSchema)` to create a new message.
+ */
+export declare const FailPaymentRequestSchema: GenMessage<FailPaymentRequest>;
+
+/**
+ * Life cycle: pending → paid → fulfilled, pending → cancelled, paid → refunded.
+ *
  * @generated from enum mcs.commerce.v1.OrderStatus
  */
 export enum OrderStatus {
@@ -290,6 +756,84 @@ export enum OrderStatus {
 export declare const OrderStatusSchema: GenEnum<OrderStatus>;
 
 /**
+ * @generated from enum mcs.commerce.v1.PaymentStatus
+ */
+export enum PaymentStatus {
+  /**
+   * @generated from enum value: PAYMENT_STATUS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: PAYMENT_STATUS_PENDING = 1;
+   */
+  PENDING = 1,
+
+  /**
+   * @generated from enum value: PAYMENT_STATUS_SUCCEEDED = 2;
+   */
+  SUCCEEDED = 2,
+
+  /**
+   * @generated from enum value: PAYMENT_STATUS_FAILED = 3;
+   */
+  FAILED = 3,
+}
+
+/**
+ * Describes the enum mcs.commerce.v1.PaymentStatus.
+ */
+export declare const PaymentStatusSchema: GenEnum<PaymentStatus>;
+
+/**
+ * @generated from service mcs.commerce.v1.ProductService
+ */
+export declare const ProductService: GenService<{
+  /**
+   * @generated from rpc mcs.commerce.v1.ProductService.CreateProduct
+   */
+  createProduct: {
+    methodKind: "unary";
+    input: typeof CreateProductRequestSchema;
+    output: typeof ProductSchema;
+  },
+  /**
+   * @generated from rpc mcs.commerce.v1.ProductService.GetProduct
+   */
+  getProduct: {
+    methodKind: "unary";
+    input: typeof GetProductRequestSchema;
+    output: typeof ProductSchema;
+  },
+  /**
+   * @generated from rpc mcs.commerce.v1.ProductService.UpdateProduct
+   */
+  updateProduct: {
+    methodKind: "unary";
+    input: typeof UpdateProductRequestSchema;
+    output: typeof ProductSchema;
+  },
+  /**
+   * @generated from rpc mcs.commerce.v1.ProductService.ListProducts
+   */
+  listProducts: {
+    methodKind: "unary";
+    input: typeof ListProductsRequestSchema;
+    output: typeof ListProductsResponseSchema;
+  },
+  /**
+   * A soft delete: the product becomes inactive (product.updated) and is returned.
+   *
+   * @generated from rpc mcs.commerce.v1.ProductService.ArchiveProduct
+   */
+  archiveProduct: {
+    methodKind: "unary";
+    input: typeof ArchiveProductRequestSchema;
+    output: typeof ProductSchema;
+  },
+}>;
+
+/**
  * @generated from service mcs.commerce.v1.OrderService
  */
 export declare const OrderService: GenService<{
@@ -316,6 +860,94 @@ export declare const OrderService: GenService<{
     methodKind: "unary";
     input: typeof ListOrdersRequestSchema;
     output: typeof ListOrdersResponseSchema;
+  },
+  /**
+   * pending → cancelled.
+   *
+   * @generated from rpc mcs.commerce.v1.OrderService.CancelOrder
+   */
+  cancelOrder: {
+    methodKind: "unary";
+    input: typeof CancelOrderRequestSchema;
+    output: typeof OrderSchema;
+  },
+  /**
+   * paid → fulfilled.
+   *
+   * @generated from rpc mcs.commerce.v1.OrderService.FulfillOrder
+   */
+  fulfillOrder: {
+    methodKind: "unary";
+    input: typeof FulfillOrderRequestSchema;
+    output: typeof OrderSchema;
+  },
+  /**
+   * paid → refunded.
+   *
+   * @generated from rpc mcs.commerce.v1.OrderService.RefundOrder
+   */
+  refundOrder: {
+    methodKind: "unary";
+    input: typeof RefundOrderRequestSchema;
+    output: typeof OrderSchema;
+  },
+}>;
+
+/**
+ * @generated from service mcs.commerce.v1.PaymentService
+ */
+export declare const PaymentService: GenService<{
+  /**
+   * @generated from rpc mcs.commerce.v1.PaymentService.CreatePayment
+   */
+  createPayment: {
+    methodKind: "unary";
+    input: typeof CreatePaymentRequestSchema;
+    output: typeof PaymentSchema;
+  },
+  /**
+   * @generated from rpc mcs.commerce.v1.PaymentService.GetPayment
+   */
+  getPayment: {
+    methodKind: "unary";
+    input: typeof GetPaymentRequestSchema;
+    output: typeof PaymentSchema;
+  },
+  /**
+   * @generated from rpc mcs.commerce.v1.PaymentService.ListPayments
+   */
+  listPayments: {
+    methodKind: "unary";
+    input: typeof ListPaymentsRequestSchema;
+    output: typeof ListPaymentsResponseSchema;
+  },
+}>;
+
+/**
+ * Simulates the sandbox payment provider's answer (test mode only).
+ *
+ * @generated from service mcs.commerce.v1.PaymentTestHelperService
+ */
+export declare const PaymentTestHelperService: GenService<{
+  /**
+   * pending → succeeded, and the order pending → paid.
+   *
+   * @generated from rpc mcs.commerce.v1.PaymentTestHelperService.CompletePayment
+   */
+  completePayment: {
+    methodKind: "unary";
+    input: typeof CompletePaymentRequestSchema;
+    output: typeof PaymentSchema;
+  },
+  /**
+   * pending → failed; the order stays pending.
+   *
+   * @generated from rpc mcs.commerce.v1.PaymentTestHelperService.FailPayment
+   */
+  failPayment: {
+    methodKind: "unary";
+    input: typeof FailPaymentRequestSchema;
+    output: typeof PaymentSchema;
   },
 }>;
 

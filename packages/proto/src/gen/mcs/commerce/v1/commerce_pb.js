@@ -10,7 +10,7 @@ import { file_mcs_api_v1_annotations } from "../../api/v1/annotations_pb.js";
  * Describes the file mcs/commerce/v1/commerce.proto.
  */
 export const file_mcs_commerce_v1_commerce = /*@__PURE__*/
-  fileDesc("Ch5tY3MvY29tbWVyY2UvdjEvY29tbWVyY2UucHJvdG8SD21jcy5jb21tZXJjZS52MSI3CghDdXN0b21lchIUCgRuYW1lGAEgASgJQgaiuxgCCAESFQoFcGhvbmUYAiABKAlCBqK7GAIIASJyCglPcmRlckl0ZW0SFAoHcHJvZHVjdBgBIAEoCUgAiAEBEgwKBG5hbWUYAiABKAkSEwoLdW5pdF9hbW91bnQYAyABKAMSEAoIcXVhbnRpdHkYBCABKAMSDgoGYW1vdW50GAUgASgDQgoKCF9wcm9kdWN0Ir4CCgVPcmRlchIKCgJpZBgBIAEoCRIsCgZzdGF0dXMYAiABKA4yHC5tY3MuY29tbWVyY2UudjEuT3JkZXJTdGF0dXMSKwoIY3VzdG9tZXIYAyABKAsyGS5tY3MuY29tbWVyY2UudjEuQ3VzdG9tZXISDQoFdG90YWwYBCABKAMSEAoIY3VycmVuY3kYBSABKAkSKQoFaXRlbXMYBiADKAsyGi5tY3MuY29tbWVyY2UudjEuT3JkZXJJdGVtEhAKCGxpdmVtb2RlGAcgASgIEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wOhCiuxgMCgVvcmRlchIDb3JkIpIBCg5PcmRlckl0ZW1JbnB1dBIUCgdwcm9kdWN0GAEgASgJSACIAQESEQoEbmFtZRgCIAEoCUgBiAEBEhgKC3VuaXRfYW1vdW50GAMgASgDSAKIAQESGAoIcXVhbnRpdHkYBCABKANCBqK7GAIIAUIKCghfcHJvZHVjdEIHCgVfbmFtZUIOCgxfdW5pdF9hbW91bnQimwEKEkNyZWF0ZU9yZGVyUmVxdWVzdBIzCghjdXN0b21lchgBIAEoCzIZLm1jcy5jb21tZXJjZS52MS5DdXN0b21lckIGorsYAggBEhgKCGN1cnJlbmN5GAIgASgJQgaiuxgCCAESNgoFaXRlbXMYAyADKAsyHy5tY3MuY29tbWVyY2UudjEuT3JkZXJJdGVtSW5wdXRCBqK7GAIIASIlCg9HZXRPcmRlclJlcXVlc3QSEgoCaWQYASABKAlCBqK7GAIIASI6ChFMaXN0T3JkZXJzUmVxdWVzdBINCgVsaW1pdBgBIAEoBRIWCg5zdGFydGluZ19hZnRlchgCIAEoCSJMChJMaXN0T3JkZXJzUmVzcG9uc2USJAoEZGF0YRgBIAMoCzIWLm1jcy5jb21tZXJjZS52MS5PcmRlchIQCghoYXNfbW9yZRgCIAEoCCqvAQoLT3JkZXJTdGF0dXMSHAoYT1JERVJfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGAoUT1JERVJfU1RBVFVTX1BFTkRJTkcQARIVChFPUkRFUl9TVEFUVVNfUEFJRBACEhoKFk9SREVSX1NUQVRVU19GVUxGSUxMRUQQAxIaChZPUkRFUl9TVEFUVVNfQ0FOQ0VMTEVEEAQSGQoVT1JERVJfU1RBVFVTX1JFRlVOREVEEAUyxQIKDE9yZGVyU2VydmljZRJlCgtDcmVhdGVPcmRlchIjLm1jcy5jb21tZXJjZS52MS5DcmVhdGVPcmRlclJlcXVlc3QaFi5tY3MuY29tbWVyY2UudjEuT3JkZXIiGaK7GBUKBFBPU1QSCi92MS9vcmRlcnMaASoSYAoIR2V0T3JkZXISIC5tY3MuY29tbWVyY2UudjEuR2V0T3JkZXJSZXF1ZXN0GhYubWNzLmNvbW1lcmNlLnYxLk9yZGVyIhqiuxgWCgNHRVQSDy92MS9vcmRlcnMve2lkfRJsCgpMaXN0T3JkZXJzEiIubWNzLmNvbW1lcmNlLnYxLkxpc3RPcmRlcnNSZXF1ZXN0GiMubWNzLmNvbW1lcmNlLnYxLkxpc3RPcmRlcnNSZXNwb25zZSIVorsYEQoDR0VUEgovdjEvb3JkZXJzYgZwcm90bzM", [file_google_protobuf_timestamp, file_mcs_api_v1_annotations]);
+  fileDesc("Ch5tY3MvY29tbWVyY2UvdjEvY29tbWVyY2UucHJvdG8SD21jcy5jb21tZXJjZS52MSI3CghDdXN0b21lchIUCgRuYW1lGAEgASgJQgaiuxgCCAESFQoFcGhvbmUYAiABKAlCBqK7GAIIASKFAgoHUHJvZHVjdBIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhgKC2Rlc2NyaXB0aW9uGAMgASgJSACIAQESDQoFcHJpY2UYBCABKAMSEAoIY3VycmVuY3kYBSABKAkSDgoGYWN0aXZlGAYgASgIEhAKCGxpdmVtb2RlGAcgASgIEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wOhOiuxgPCgdwcm9kdWN0EgRwcm9kQg4KDF9kZXNjcmlwdGlvbiKWAQoUQ3JlYXRlUHJvZHVjdFJlcXVlc3QSFAoEbmFtZRgBIAEoCUIGorsYAggBEhgKC2Rlc2NyaXB0aW9uGAIgASgJSACIAQESGgoFcHJpY2UYAyABKANCBqK7GAIIAUgBiAEBEhgKCGN1cnJlbmN5GAQgASgJQgaiuxgCCAFCDgoMX2Rlc2NyaXB0aW9uQggKBl9wcmljZSInChFHZXRQcm9kdWN0UmVxdWVzdBISCgJpZBgBIAEoCUIGorsYAggBIq4BChRVcGRhdGVQcm9kdWN0UmVxdWVzdBISCgJpZBgBIAEoCUIGorsYAggBEhEKBG5hbWUYAiABKAlIAIgBARIYCgtkZXNjcmlwdGlvbhgDIAEoCUgBiAEBEhIKBXByaWNlGAQgASgDSAKIAQESEwoGYWN0aXZlGAUgASgISAOIAQFCBwoFX25hbWVCDgoMX2Rlc2NyaXB0aW9uQggKBl9wcmljZUIJCgdfYWN0aXZlImsKE0xpc3RQcm9kdWN0c1JlcXVlc3QSEgoFbGltaXQYASABKAVIAIgBARIWCg5zdGFydGluZ19hZnRlchgCIAEoCRITCgZhY3RpdmUYAyABKAhIAYgBAUIICgZfbGltaXRCCQoHX2FjdGl2ZSJQChRMaXN0UHJvZHVjdHNSZXNwb25zZRImCgRkYXRhGAEgAygLMhgubWNzLmNvbW1lcmNlLnYxLlByb2R1Y3QSEAoIaGFzX21vcmUYAiABKAgiKwoVQXJjaGl2ZVByb2R1Y3RSZXF1ZXN0EhIKAmlkGAEgASgJQgaiuxgCCAEicgoJT3JkZXJJdGVtEhQKB3Byb2R1Y3QYASABKAlIAIgBARIMCgRuYW1lGAIgASgJEhMKC3VuaXRfYW1vdW50GAMgASgDEhAKCHF1YW50aXR5GAQgASgDEg4KBmFtb3VudBgFIAEoA0IKCghfcHJvZHVjdCK+AgoFT3JkZXISCgoCaWQYASABKAkSLAoGc3RhdHVzGAIgASgOMhwubWNzLmNvbW1lcmNlLnYxLk9yZGVyU3RhdHVzEisKCGN1c3RvbWVyGAMgASgLMhkubWNzLmNvbW1lcmNlLnYxLkN1c3RvbWVyEg0KBXRvdGFsGAQgASgDEhAKCGN1cnJlbmN5GAUgASgJEikKBWl0ZW1zGAYgAygLMhoubWNzLmNvbW1lcmNlLnYxLk9yZGVySXRlbRIQCghsaXZlbW9kZRgHIAEoCBIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcDoQorsYDAoFb3JkZXISA29yZCKSAQoOT3JkZXJJdGVtSW5wdXQSFAoHcHJvZHVjdBgBIAEoCUgAiAEBEhEKBG5hbWUYAiABKAlIAYgBARIYCgt1bml0X2Ftb3VudBgDIAEoA0gCiAEBEhgKCHF1YW50aXR5GAQgASgDQgaiuxgCCAFCCgoIX3Byb2R1Y3RCBwoFX25hbWVCDgoMX3VuaXRfYW1vdW50IpsBChJDcmVhdGVPcmRlclJlcXVlc3QSMwoIY3VzdG9tZXIYASABKAsyGS5tY3MuY29tbWVyY2UudjEuQ3VzdG9tZXJCBqK7GAIIARIYCghjdXJyZW5jeRgCIAEoCUIGorsYAggBEjYKBWl0ZW1zGAMgAygLMh8ubWNzLmNvbW1lcmNlLnYxLk9yZGVySXRlbUlucHV0QgaiuxgCCAEiJQoPR2V0T3JkZXJSZXF1ZXN0EhIKAmlkGAEgASgJQgaiuxgCCAEihwEKEUxpc3RPcmRlcnNSZXF1ZXN0EhIKBWxpbWl0GAEgASgFSACIAQESFgoOc3RhcnRpbmdfYWZ0ZXIYAiABKAkSMQoGc3RhdHVzGAMgASgOMhwubWNzLmNvbW1lcmNlLnYxLk9yZGVyU3RhdHVzSAGIAQFCCAoGX2xpbWl0QgkKB19zdGF0dXMiTAoSTGlzdE9yZGVyc1Jlc3BvbnNlEiQKBGRhdGEYASADKAsyFi5tY3MuY29tbWVyY2UudjEuT3JkZXISEAoIaGFzX21vcmUYAiABKAgiKAoSQ2FuY2VsT3JkZXJSZXF1ZXN0EhIKAmlkGAEgASgJQgaiuxgCCAEiKQoTRnVsZmlsbE9yZGVyUmVxdWVzdBISCgJpZBgBIAEoCUIGorsYAggBIigKElJlZnVuZE9yZGVyUmVxdWVzdBISCgJpZBgBIAEoCUIGorsYAggBIq4CCgdQYXltZW50EgoKAmlkGAEgASgJEg0KBW9yZGVyGAIgASgJEg4KBmFtb3VudBgDIAEoAxIQCghjdXJyZW5jeRgEIAEoCRIuCgZzdGF0dXMYBSABKA4yHi5tY3MuY29tbWVyY2UudjEuUGF5bWVudFN0YXR1cxIcCg9mYWlsdXJlX21lc3NhZ2UYBiABKAlIAIgBARIQCghsaXZlbW9kZRgHIAEoCBIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcDoSorsYDgoHcGF5bWVudBIDcGF5QhIKEF9mYWlsdXJlX21lc3NhZ2UiTQoUQ3JlYXRlUGF5bWVudFJlcXVlc3QSFQoFb3JkZXIYASABKAlCBqK7GAIIARITCgZhbW91bnQYAiABKANIAIgBAUIJCgdfYW1vdW50IicKEUdldFBheW1lbnRSZXF1ZXN0EhIKAmlkGAEgASgJQgaiuxgCCAEiaQoTTGlzdFBheW1lbnRzUmVxdWVzdBISCgVsaW1pdBgBIAEoBUgAiAEBEhYKDnN0YXJ0aW5nX2FmdGVyGAIgASgJEhIKBW9yZGVyGAMgASgJSAGIAQFCCAoGX2xpbWl0QggKBl9vcmRlciJQChRMaXN0UGF5bWVudHNSZXNwb25zZRImCgRkYXRhGAEgAygLMhgubWNzLmNvbW1lcmNlLnYxLlBheW1lbnQSEAoIaGFzX21vcmUYAiABKAgiLAoWQ29tcGxldGVQYXltZW50UmVxdWVzdBISCgJpZBgBIAEoCUIGorsYAggBIloKEkZhaWxQYXltZW50UmVxdWVzdBISCgJpZBgBIAEoCUIGorsYAggBEhwKD2ZhaWx1cmVfbWVzc2FnZRgCIAEoCUgAiAEBQhIKEF9mYWlsdXJlX21lc3NhZ2UqrwEKC09yZGVyU3RhdHVzEhwKGE9SREVSX1NUQVRVU19VTlNQRUNJRklFRBAAEhgKFE9SREVSX1NUQVRVU19QRU5ESU5HEAESFQoRT1JERVJfU1RBVFVTX1BBSUQQAhIaChZPUkRFUl9TVEFUVVNfRlVMRklMTEVEEAMSGgoWT1JERVJfU1RBVFVTX0NBTkNFTExFRBAEEhkKFU9SREVSX1NUQVRVU19SRUZVTkRFRBAFKoQBCg1QYXltZW50U3RhdHVzEh4KGlBBWU1FTlRfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGgoWUEFZTUVOVF9TVEFUVVNfUEVORElORxABEhwKGFBBWU1FTlRfU1RBVFVTX1NVQ0NFRURFRBACEhkKFVBBWU1FTlRfU1RBVFVTX0ZBSUxFRBADMsgECg5Qcm9kdWN0U2VydmljZRJtCg1DcmVhdGVQcm9kdWN0EiUubWNzLmNvbW1lcmNlLnYxLkNyZWF0ZVByb2R1Y3RSZXF1ZXN0GhgubWNzLmNvbW1lcmNlLnYxLlByb2R1Y3QiG6K7GBcKBFBPU1QSDC92MS9wcm9kdWN0cxoBKhJoCgpHZXRQcm9kdWN0EiIubWNzLmNvbW1lcmNlLnYxLkdldFByb2R1Y3RSZXF1ZXN0GhgubWNzLmNvbW1lcmNlLnYxLlByb2R1Y3QiHKK7GBgKA0dFVBIRL3YxL3Byb2R1Y3RzL3tpZH0ScgoNVXBkYXRlUHJvZHVjdBIlLm1jcy5jb21tZXJjZS52MS5VcGRhdGVQcm9kdWN0UmVxdWVzdBoYLm1jcy5jb21tZXJjZS52MS5Qcm9kdWN0IiCiuxgcCgRQT1NUEhEvdjEvcHJvZHVjdHMve2lkfRoBKhJ0CgxMaXN0UHJvZHVjdHMSJC5tY3MuY29tbWVyY2UudjEuTGlzdFByb2R1Y3RzUmVxdWVzdBolLm1jcy5jb21tZXJjZS52MS5MaXN0UHJvZHVjdHNSZXNwb25zZSIXorsYEwoDR0VUEgwvdjEvcHJvZHVjdHMScwoOQXJjaGl2ZVByb2R1Y3QSJi5tY3MuY29tbWVyY2UudjEuQXJjaGl2ZVByb2R1Y3RSZXF1ZXN0GhgubWNzLmNvbW1lcmNlLnYxLlByb2R1Y3QiH6K7GBsKBkRFTEVURRIRL3YxL3Byb2R1Y3RzL3tpZH0yoQUKDE9yZGVyU2VydmljZRJlCgtDcmVhdGVPcmRlchIjLm1jcy5jb21tZXJjZS52MS5DcmVhdGVPcmRlclJlcXVlc3QaFi5tY3MuY29tbWVyY2UudjEuT3JkZXIiGaK7GBUKBFBPU1QSCi92MS9vcmRlcnMaASoSYAoIR2V0T3JkZXISIC5tY3MuY29tbWVyY2UudjEuR2V0T3JkZXJSZXF1ZXN0GhYubWNzLmNvbW1lcmNlLnYxLk9yZGVyIhqiuxgWCgNHRVQSDy92MS9vcmRlcnMve2lkfRJsCgpMaXN0T3JkZXJzEiIubWNzLmNvbW1lcmNlLnYxLkxpc3RPcmRlcnNSZXF1ZXN0GiMubWNzLmNvbW1lcmNlLnYxLkxpc3RPcmRlcnNSZXNwb25zZSIVorsYEQoDR0VUEgovdjEvb3JkZXJzEnEKC0NhbmNlbE9yZGVyEiMubWNzLmNvbW1lcmNlLnYxLkNhbmNlbE9yZGVyUmVxdWVzdBoWLm1jcy5jb21tZXJjZS52MS5PcmRlciIlorsYIQoEUE9TVBIWL3YxL29yZGVycy97aWR9L2NhbmNlbBoBKhJ0CgxGdWxmaWxsT3JkZXISJC5tY3MuY29tbWVyY2UudjEuRnVsZmlsbE9yZGVyUmVxdWVzdBoWLm1jcy5jb21tZXJjZS52MS5PcmRlciImorsYIgoEUE9TVBIXL3YxL29yZGVycy97aWR9L2Z1bGZpbGwaASoScQoLUmVmdW5kT3JkZXISIy5tY3MuY29tbWVyY2UudjEuUmVmdW5kT3JkZXJSZXF1ZXN0GhYubWNzLmNvbW1lcmNlLnYxLk9yZGVyIiWiuxghCgRQT1NUEhYvdjEvb3JkZXJzL3tpZH0vcmVmdW5kGgEqMt8CCg5QYXltZW50U2VydmljZRJtCg1DcmVhdGVQYXltZW50EiUubWNzLmNvbW1lcmNlLnYxLkNyZWF0ZVBheW1lbnRSZXF1ZXN0GhgubWNzLmNvbW1lcmNlLnYxLlBheW1lbnQiG6K7GBcKBFBPU1QSDC92MS9wYXltZW50cxoBKhJoCgpHZXRQYXltZW50EiIubWNzLmNvbW1lcmNlLnYxLkdldFBheW1lbnRSZXF1ZXN0GhgubWNzLmNvbW1lcmNlLnYxLlBheW1lbnQiHKK7GBgKA0dFVBIRL3YxL3BheW1lbnRzL3tpZH0SdAoMTGlzdFBheW1lbnRzEiQubWNzLmNvbW1lcmNlLnYxLkxpc3RQYXltZW50c1JlcXVlc3QaJS5tY3MuY29tbWVyY2UudjEuTGlzdFBheW1lbnRzUmVzcG9uc2UiF6K7GBMKA0dFVBIML3YxL3BheW1lbnRzMqwCChhQYXltZW50VGVzdEhlbHBlclNlcnZpY2USjAEKD0NvbXBsZXRlUGF5bWVudBInLm1jcy5jb21tZXJjZS52MS5Db21wbGV0ZVBheW1lbnRSZXF1ZXN0GhgubWNzLmNvbW1lcmNlLnYxLlBheW1lbnQiNqK7GDIKBFBPU1QSJy92MS90ZXN0X2hlbHBlcnMvcGF5bWVudHMve2lkfS9jb21wbGV0ZRoBKhKAAQoLRmFpbFBheW1lbnQSIy5tY3MuY29tbWVyY2UudjEuRmFpbFBheW1lbnRSZXF1ZXN0GhgubWNzLmNvbW1lcmNlLnYxLlBheW1lbnQiMqK7GC4KBFBPU1QSIy92MS90ZXN0X2hlbHBlcnMvcGF5bWVudHMve2lkfS9mYWlsGgEqYgZwcm90bzM", [file_google_protobuf_timestamp, file_mcs_api_v1_annotations]);
 
 /**
  * Describes the message mcs.commerce.v1.Customer.
@@ -20,53 +20,172 @@ export const CustomerSchema = /*@__PURE__*/
   messageDesc(file_mcs_commerce_v1_commerce, 0);
 
 /**
+ * Describes the message mcs.commerce.v1.Product.
+ * Use `create(ProductSchema)` to create a new message.
+ */
+export const ProductSchema = /*@__PURE__*/
+  messageDesc(file_mcs_commerce_v1_commerce, 1);
+
+/**
+ * Describes the message mcs.commerce.v1.CreateProductRequest.
+ * Use `create(CreateProductRequestSchema)` to create a new message.
+ */
+export const CreateProductRequestSchema = /*@__PURE__*/
+  messageDesc(file_mcs_commerce_v1_commerce, 2);
+
+/**
+ * Describes the message mcs.commerce.v1.GetProductRequest.
+ * Use `create(GetProductRequestSchema)` to create a new message.
+ */
+export const GetProductRequestSchema = /*@__PURE__*/
+  messageDesc(file_mcs_commerce_v1_commerce, 3);
+
+/**
+ * Describes the message mcs.commerce.v1.UpdateProductRequest.
+ * Use `create(UpdateProductRequestSchema)` to create a new message.
+ */
+export const UpdateProductRequestSchema = /*@__PURE__*/
+  messageDesc(file_mcs_commerce_v1_commerce, 4);
+
+/**
+ * Describes the message mcs.commerce.v1.ListProductsRequest.
+ * Use `create(ListProductsRequestSchema)` to create a new message.
+ */
+export const ListProductsRequestSchema = /*@__PURE__*/
+  messageDesc(file_mcs_commerce_v1_commerce, 5);
+
+/**
+ * Describes the message mcs.commerce.v1.ListProductsResponse.
+ * Use `create(ListProductsResponseSchema)` to create a new message.
+ */
+export const ListProductsResponseSchema = /*@__PURE__*/
+  messageDesc(file_mcs_commerce_v1_commerce, 6);
+
+/**
+ * Describes the message mcs.commerce.v1.ArchiveProductRequest.
+ * Use `create(ArchiveProductRequestSchema)` to create a new message.
+ */
+export const ArchiveProductRequestSchema = /*@__PURE__*/
+  messageDesc(file_mcs_commerce_v1_commerce, 7);
+
+/**
  * Describes the message mcs.commerce.v1.OrderItem.
  * Use `create(OrderItemSchema)` to create a new message.
  */
 export const OrderItemSchema = /*@__PURE__*/
-  messageDesc(file_mcs_commerce_v1_commerce, 1);
+  messageDesc(file_mcs_commerce_v1_commerce, 8);
 
 /**
  * Describes the message mcs.commerce.v1.Order.
  * Use `create(OrderSchema)` to create a new message.
  */
 export const OrderSchema = /*@__PURE__*/
-  messageDesc(file_mcs_commerce_v1_commerce, 2);
+  messageDesc(file_mcs_commerce_v1_commerce, 9);
 
 /**
  * Describes the message mcs.commerce.v1.OrderItemInput.
  * Use `create(OrderItemInputSchema)` to create a new message.
  */
 export const OrderItemInputSchema = /*@__PURE__*/
-  messageDesc(file_mcs_commerce_v1_commerce, 3);
+  messageDesc(file_mcs_commerce_v1_commerce, 10);
 
 /**
  * Describes the message mcs.commerce.v1.CreateOrderRequest.
  * Use `create(CreateOrderRequestSchema)` to create a new message.
  */
 export const CreateOrderRequestSchema = /*@__PURE__*/
-  messageDesc(file_mcs_commerce_v1_commerce, 4);
+  messageDesc(file_mcs_commerce_v1_commerce, 11);
 
 /**
  * Describes the message mcs.commerce.v1.GetOrderRequest.
  * Use `create(GetOrderRequestSchema)` to create a new message.
  */
 export const GetOrderRequestSchema = /*@__PURE__*/
-  messageDesc(file_mcs_commerce_v1_commerce, 5);
+  messageDesc(file_mcs_commerce_v1_commerce, 12);
 
 /**
  * Describes the message mcs.commerce.v1.ListOrdersRequest.
  * Use `create(ListOrdersRequestSchema)` to create a new message.
  */
 export const ListOrdersRequestSchema = /*@__PURE__*/
-  messageDesc(file_mcs_commerce_v1_commerce, 6);
+  messageDesc(file_mcs_commerce_v1_commerce, 13);
 
 /**
  * Describes the message mcs.commerce.v1.ListOrdersResponse.
  * Use `create(ListOrdersResponseSchema)` to create a new message.
  */
 export const ListOrdersResponseSchema = /*@__PURE__*/
-  messageDesc(file_mcs_commerce_v1_commerce, 7);
+  messageDesc(file_mcs_commerce_v1_commerce, 14);
+
+/**
+ * Describes the message mcs.commerce.v1.CancelOrderRequest.
+ * Use `create(CancelOrderRequestSchema)` to create a new message.
+ */
+export const CancelOrderRequestSchema = /*@__PURE__*/
+  messageDesc(file_mcs_commerce_v1_commerce, 15);
+
+/**
+ * Describes the message mcs.commerce.v1.FulfillOrderRequest.
+ * Use `create(FulfillOrderRequestSchema)` to create a new message.
+ */
+export const FulfillOrderRequestSchema = /*@__PURE__*/
+  messageDesc(file_mcs_commerce_v1_commerce, 16);
+
+/**
+ * Describes the message mcs.commerce.v1.RefundOrderRequest.
+ * Use `create(RefundOrderRequestSchema)` to create a new message.
+ */
+export const RefundOrderRequestSchema = /*@__PURE__*/
+  messageDesc(file_mcs_commerce_v1_commerce, 17);
+
+/**
+ * Describes the message mcs.commerce.v1.Payment.
+ * Use `create(PaymentSchema)` to create a new message.
+ */
+export const PaymentSchema = /*@__PURE__*/
+  messageDesc(file_mcs_commerce_v1_commerce, 18);
+
+/**
+ * Describes the message mcs.commerce.v1.CreatePaymentRequest.
+ * Use `create(CreatePaymentRequestSchema)` to create a new message.
+ */
+export const CreatePaymentRequestSchema = /*@__PURE__*/
+  messageDesc(file_mcs_commerce_v1_commerce, 19);
+
+/**
+ * Describes the message mcs.commerce.v1.GetPaymentRequest.
+ * Use `create(GetPaymentRequestSchema)` to create a new message.
+ */
+export const GetPaymentRequestSchema = /*@__PURE__*/
+  messageDesc(file_mcs_commerce_v1_commerce, 20);
+
+/**
+ * Describes the message mcs.commerce.v1.ListPaymentsRequest.
+ * Use `create(ListPaymentsRequestSchema)` to create a new message.
+ */
+export const ListPaymentsRequestSchema = /*@__PURE__*/
+  messageDesc(file_mcs_commerce_v1_commerce, 21);
+
+/**
+ * Describes the message mcs.commerce.v1.ListPaymentsResponse.
+ * Use `create(ListPaymentsResponseSchema)` to create a new message.
+ */
+export const ListPaymentsResponseSchema = /*@__PURE__*/
+  messageDesc(file_mcs_commerce_v1_commerce, 22);
+
+/**
+ * Describes the message mcs.commerce.v1.CompletePaymentRequest.
+ * Use `create(CompletePaymentRequestSchema)` to create a new message.
+ */
+export const CompletePaymentRequestSchema = /*@__PURE__*/
+  messageDesc(file_mcs_commerce_v1_commerce, 23);
+
+/**
+ * Describes the message mcs.commerce.v1.FailPaymentRequest.
+ * Use `create(FailPaymentRequestSchema)` to create a new message.
+ */
+export const FailPaymentRequestSchema = /*@__PURE__*/
+  messageDesc(file_mcs_commerce_v1_commerce, 24);
 
 /**
  * Describes the enum mcs.commerce.v1.OrderStatus.
@@ -75,14 +194,48 @@ export const OrderStatusSchema = /*@__PURE__*/
   enumDesc(file_mcs_commerce_v1_commerce, 0);
 
 /**
+ * Life cycle: pending → paid → fulfilled, pending → cancelled, paid → refunded.
+ *
  * @generated from enum mcs.commerce.v1.OrderStatus
  */
 export const OrderStatus = /*@__PURE__*/
   tsEnum(OrderStatusSchema);
 
 /**
+ * Describes the enum mcs.commerce.v1.PaymentStatus.
+ */
+export const PaymentStatusSchema = /*@__PURE__*/
+  enumDesc(file_mcs_commerce_v1_commerce, 1);
+
+/**
+ * @generated from enum mcs.commerce.v1.PaymentStatus
+ */
+export const PaymentStatus = /*@__PURE__*/
+  tsEnum(PaymentStatusSchema);
+
+/**
+ * @generated from service mcs.commerce.v1.ProductService
+ */
+export const ProductService = /*@__PURE__*/
+  serviceDesc(file_mcs_commerce_v1_commerce, 0);
+
+/**
  * @generated from service mcs.commerce.v1.OrderService
  */
 export const OrderService = /*@__PURE__*/
-  serviceDesc(file_mcs_commerce_v1_commerce, 0);
+  serviceDesc(file_mcs_commerce_v1_commerce, 1);
+
+/**
+ * @generated from service mcs.commerce.v1.PaymentService
+ */
+export const PaymentService = /*@__PURE__*/
+  serviceDesc(file_mcs_commerce_v1_commerce, 2);
+
+/**
+ * Simulates the sandbox payment provider's answer (test mode only).
+ *
+ * @generated from service mcs.commerce.v1.PaymentTestHelperService
+ */
+export const PaymentTestHelperService = /*@__PURE__*/
+  serviceDesc(file_mcs_commerce_v1_commerce, 3);
 

@@ -8,7 +8,7 @@
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import type { Order } from "../../commerce/v1/commerce_pb.js";
+import type { Order, Payment, Product } from "../../commerce/v1/commerce_pb.js";
 import type { Conversation, Message as Message$1 } from "../../messaging/v1/messaging_pb.js";
 
 /**
@@ -59,6 +59,18 @@ export declare type Event = Message<"mcs.events.v1.Event"> & {
      */
     value: Message$1;
     case: "message";
+  } | {
+    /**
+     * @generated from field: mcs.commerce.v1.Product product = 13;
+     */
+    value: Product;
+    case: "product";
+  } | {
+    /**
+     * @generated from field: mcs.commerce.v1.Payment payment = 14;
+     */
+    value: Payment;
+    case: "payment";
   } | { case: undefined; value?: undefined };
 
   /**

@@ -2,7 +2,7 @@
 // @generated from file mcs/messaging/v1/messaging.proto (package mcs.messaging.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message as Message$1 } from "@bufbuild/protobuf";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 
@@ -35,6 +35,9 @@ export declare type Customer = Message$1<"mcs.messaging.v1.Customer"> & {
 export declare const CustomerSchema: GenMessage<Customer>;
 
 /**
+ * A thread with one customer. An account has at most one open conversation per customer phone
+ * (per mode).
+ *
  * @generated from message mcs.messaging.v1.Conversation
  */
 export declare type Conversation = Message$1<"mcs.messaging.v1.Conversation"> & {
@@ -62,6 +65,18 @@ export declare type Conversation = Message$1<"mcs.messaging.v1.Conversation"> & 
    * @generated from field: google.protobuf.Timestamp created_at = 5;
    */
   createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp updated_at = 6;
+   */
+  updatedAt?: Timestamp | undefined;
+
+  /**
+   * When the conversation was closed; null while open.
+   *
+   * @generated from field: google.protobuf.Timestamp closed_at = 7;
+   */
+  closedAt?: Timestamp | undefined;
 };
 
 /**
@@ -69,6 +84,108 @@ export declare type Conversation = Message$1<"mcs.messaging.v1.Conversation"> & 
  * Use `create(ConversationSchema)` to create a new message.
  */
 export declare const ConversationSchema: GenMessage<Conversation>;
+
+/**
+ * Starts a conversation, or returns the customer's open one: creating a conversation for a phone
+ * that already has an open conversation answers that conversation (and emits no event).
+ *
+ * @generated from message mcs.messaging.v1.CreateConversationRequest
+ */
+export declare type CreateConversationRequest = Message$1<"mcs.messaging.v1.CreateConversationRequest"> & {
+  /**
+   * @generated from field: mcs.messaging.v1.Customer customer = 1;
+   */
+  customer?: Customer | undefined;
+};
+
+/**
+ * Describes the message mcs.messaging.v1.CreateConversationRequest.
+ * Use `create(CreateConversationRequestSchema)` to create a new message.
+ */
+export declare const CreateConversationRequestSchema: GenMessage<CreateConversationRequest>;
+
+/**
+ * @generated from message mcs.messaging.v1.GetConversationRequest
+ */
+export declare type GetConversationRequest = Message$1<"mcs.messaging.v1.GetConversationRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message mcs.messaging.v1.GetConversationRequest.
+ * Use `create(GetConversationRequestSchema)` to create a new message.
+ */
+export declare const GetConversationRequestSchema: GenMessage<GetConversationRequest>;
+
+/**
+ * @generated from message mcs.messaging.v1.ListConversationsRequest
+ */
+export declare type ListConversationsRequest = Message$1<"mcs.messaging.v1.ListConversationsRequest"> & {
+  /**
+   * 1 to 100; 10 when absent.
+   *
+   * @generated from field: optional int32 limit = 1;
+   */
+  limit?: number | undefined;
+
+  /**
+   * @generated from field: string starting_after = 2;
+   */
+  startingAfter: string;
+
+  /**
+   * Only conversations in this status.
+   *
+   * @generated from field: optional mcs.messaging.v1.ConversationStatus status = 3;
+   */
+  status?: ConversationStatus | undefined;
+};
+
+/**
+ * Describes the message mcs.messaging.v1.ListConversationsRequest.
+ * Use `create(ListConversationsRequestSchema)` to create a new message.
+ */
+export declare const ListConversationsRequestSchema: GenMessage<ListConversationsRequest>;
+
+/**
+ * @generated from message mcs.messaging.v1.ListConversationsResponse
+ */
+export declare type ListConversationsResponse = Message$1<"mcs.messaging.v1.ListConversationsResponse"> & {
+  /**
+   * @generated from field: repeated mcs.messaging.v1.Conversation data = 1;
+   */
+  data: Conversation[];
+
+  /**
+   * @generated from field: bool has_more = 2;
+   */
+  hasMore: boolean;
+};
+
+/**
+ * Describes the message mcs.messaging.v1.ListConversationsResponse.
+ * Use `create(ListConversationsResponseSchema)` to create a new message.
+ */
+export declare const ListConversationsResponseSchema: GenMessage<ListConversationsResponse>;
+
+/**
+ * @generated from message mcs.messaging.v1.CloseConversationRequest
+ */
+export declare type CloseConversationRequest = Message$1<"mcs.messaging.v1.CloseConversationRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message mcs.messaging.v1.CloseConversationRequest.
+ * Use `create(CloseConversationRequestSchema)` to create a new message.
+ */
+export declare const CloseConversationRequestSchema: GenMessage<CloseConversationRequest>;
 
 /**
  * @generated from message mcs.messaging.v1.Message
@@ -88,6 +205,11 @@ export declare type Message = Message$1<"mcs.messaging.v1.Message"> & {
    * @generated from field: mcs.messaging.v1.MessageDirection direction = 3;
    */
   direction: MessageDirection;
+
+  /**
+   * @generated from field: mcs.messaging.v1.MessageStatus status = 7;
+   */
+  status: MessageStatus;
 
   /**
    * @generated from field: string text = 4;
@@ -110,6 +232,122 @@ export declare type Message = Message$1<"mcs.messaging.v1.Message"> & {
  * Use `create(MessageSchema)` to create a new message.
  */
 export declare const MessageSchema: GenMessage<Message>;
+
+/**
+ * @generated from message mcs.messaging.v1.SendMessageRequest
+ */
+export declare type SendMessageRequest = Message$1<"mcs.messaging.v1.SendMessageRequest"> & {
+  /**
+   * An open conversation of this account and mode.
+   *
+   * @generated from field: string conversation = 1;
+   */
+  conversation: string;
+
+  /**
+   * Required: 1 to 4096 characters. Checked by the service after the conversation, so a
+   * conversation that is not the caller's answers 404 whatever the body holds.
+   *
+   * @generated from field: string text = 2;
+   */
+  text: string;
+};
+
+/**
+ * Describes the message mcs.messaging.v1.SendMessageRequest.
+ * Use `create(SendMessageRequestSchema)` to create a new message.
+ */
+export declare const SendMessageRequestSchema: GenMessage<SendMessageRequest>;
+
+/**
+ * @generated from message mcs.messaging.v1.ListMessagesRequest
+ */
+export declare type ListMessagesRequest = Message$1<"mcs.messaging.v1.ListMessagesRequest"> & {
+  /**
+   * @generated from field: string conversation = 1;
+   */
+  conversation: string;
+
+  /**
+   * 1 to 100; 10 when absent.
+   *
+   * @generated from field: optional int32 limit = 2;
+   */
+  limit?: number | undefined;
+
+  /**
+   * @generated from field: string starting_after = 3;
+   */
+  startingAfter: string;
+};
+
+/**
+ * Describes the message mcs.messaging.v1.ListMessagesRequest.
+ * Use `create(ListMessagesRequestSchema)` to create a new message.
+ */
+export declare const ListMessagesRequestSchema: GenMessage<ListMessagesRequest>;
+
+/**
+ * @generated from message mcs.messaging.v1.ListMessagesResponse
+ */
+export declare type ListMessagesResponse = Message$1<"mcs.messaging.v1.ListMessagesResponse"> & {
+  /**
+   * @generated from field: repeated mcs.messaging.v1.Message data = 1;
+   */
+  data: Message[];
+
+  /**
+   * @generated from field: bool has_more = 2;
+   */
+  hasMore: boolean;
+};
+
+/**
+ * Describes the message mcs.messaging.v1.ListMessagesResponse.
+ * Use `create(ListMessagesResponseSchema)` to create a new message.
+ */
+export declare const ListMessagesResponseSchema: GenMessage<ListMessagesResponse>;
+
+/**
+ * @generated from message mcs.messaging.v1.GetMessageRequest
+ */
+export declare type GetMessageRequest = Message$1<"mcs.messaging.v1.GetMessageRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message mcs.messaging.v1.GetMessageRequest.
+ * Use `create(GetMessageRequestSchema)` to create a new message.
+ */
+export declare const GetMessageRequestSchema: GenMessage<GetMessageRequest>;
+
+/**
+ * @generated from message mcs.messaging.v1.CreateInboundMessageRequest
+ */
+export declare type CreateInboundMessageRequest = Message$1<"mcs.messaging.v1.CreateInboundMessageRequest"> & {
+  /**
+   * An open conversation of this account (test mode).
+   *
+   * @generated from field: string conversation = 1;
+   */
+  conversation: string;
+
+  /**
+   * Required: 1 to 4096 characters, checked after the conversation (see SendMessageRequest).
+   *
+   * @generated from field: string text = 2;
+   */
+  text: string;
+};
+
+/**
+ * Describes the message mcs.messaging.v1.CreateInboundMessageRequest.
+ * Use `create(CreateInboundMessageRequestSchema)` to create a new message.
+ */
+export declare const CreateInboundMessageRequestSchema: GenMessage<CreateInboundMessageRequest>;
 
 /**
  * @generated from enum mcs.messaging.v1.ConversationStatus
@@ -160,4 +398,124 @@ export enum MessageDirection {
  * Describes the enum mcs.messaging.v1.MessageDirection.
  */
 export declare const MessageDirectionSchema: GenEnum<MessageDirection>;
+
+/**
+ * @generated from enum mcs.messaging.v1.MessageStatus
+ */
+export enum MessageStatus {
+  /**
+   * @generated from enum value: MESSAGE_STATUS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Outbound: the channel accepted it.
+   *
+   * @generated from enum value: MESSAGE_STATUS_SENT = 1;
+   */
+  SENT = 1,
+
+  /**
+   * Inbound: it arrived from the customer.
+   *
+   * @generated from enum value: MESSAGE_STATUS_RECEIVED = 2;
+   */
+  RECEIVED = 2,
+}
+
+/**
+ * Describes the enum mcs.messaging.v1.MessageStatus.
+ */
+export declare const MessageStatusSchema: GenEnum<MessageStatus>;
+
+/**
+ * @generated from service mcs.messaging.v1.ConversationService
+ */
+export declare const ConversationService: GenService<{
+  /**
+   * @generated from rpc mcs.messaging.v1.ConversationService.CreateConversation
+   */
+  createConversation: {
+    methodKind: "unary";
+    input: typeof CreateConversationRequestSchema;
+    output: typeof ConversationSchema;
+  },
+  /**
+   * @generated from rpc mcs.messaging.v1.ConversationService.GetConversation
+   */
+  getConversation: {
+    methodKind: "unary";
+    input: typeof GetConversationRequestSchema;
+    output: typeof ConversationSchema;
+  },
+  /**
+   * @generated from rpc mcs.messaging.v1.ConversationService.ListConversations
+   */
+  listConversations: {
+    methodKind: "unary";
+    input: typeof ListConversationsRequestSchema;
+    output: typeof ListConversationsResponseSchema;
+  },
+  /**
+   * open → closed. A closed conversation takes no more messages; the next conversation with the
+   * same customer is a new one.
+   *
+   * @generated from rpc mcs.messaging.v1.ConversationService.CloseConversation
+   */
+  closeConversation: {
+    methodKind: "unary";
+    input: typeof CloseConversationRequestSchema;
+    output: typeof ConversationSchema;
+  },
+}>;
+
+/**
+ * @generated from service mcs.messaging.v1.MessageService
+ */
+export declare const MessageService: GenService<{
+  /**
+   * Sends text to the customer through the channel (message.sent).
+   *
+   * @generated from rpc mcs.messaging.v1.MessageService.SendMessage
+   */
+  sendMessage: {
+    methodKind: "unary";
+    input: typeof SendMessageRequestSchema;
+    output: typeof MessageSchema;
+  },
+  /**
+   * @generated from rpc mcs.messaging.v1.MessageService.ListMessages
+   */
+  listMessages: {
+    methodKind: "unary";
+    input: typeof ListMessagesRequestSchema;
+    output: typeof ListMessagesResponseSchema;
+  },
+  /**
+   * @generated from rpc mcs.messaging.v1.MessageService.GetMessage
+   */
+  getMessage: {
+    methodKind: "unary";
+    input: typeof GetMessageRequestSchema;
+    output: typeof MessageSchema;
+  },
+}>;
+
+/**
+ * Simulates the sandbox channel's inbound path (test mode only).
+ *
+ * @generated from service mcs.messaging.v1.MessageTestHelperService
+ */
+export declare const MessageTestHelperService: GenService<{
+  /**
+   * The customer writes in the conversation (message.received).
+   *
+   * @generated from rpc mcs.messaging.v1.MessageTestHelperService.CreateInboundMessage
+   */
+  createInboundMessage: {
+    methodKind: "unary";
+    input: typeof CreateInboundMessageRequestSchema;
+    output: typeof MessageSchema;
+  },
+}>;
 

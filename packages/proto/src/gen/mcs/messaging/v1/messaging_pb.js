@@ -2,7 +2,7 @@
 // @generated from file mcs/messaging/v1/messaging.proto (package mcs.messaging.v1, syntax proto3)
 /* eslint-disable */
 
-import { enumDesc, fileDesc, messageDesc, tsEnum } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc, tsEnum } from "@bufbuild/protobuf/codegenv2";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import { file_mcs_api_v1_annotations } from "../../api/v1/annotations_pb.js";
 
@@ -10,7 +10,7 @@ import { file_mcs_api_v1_annotations } from "../../api/v1/annotations_pb.js";
  * Describes the file mcs/messaging/v1/messaging.proto.
  */
 export const file_mcs_messaging_v1_messaging = /*@__PURE__*/
-  fileDesc("CiBtY3MvbWVzc2FnaW5nL3YxL21lc3NhZ2luZy5wcm90bxIQbWNzLm1lc3NhZ2luZy52MSI3CghDdXN0b21lchIUCgRuYW1lGAEgASgJQgaiuxgCCAESFQoFcGhvbmUYAiABKAlCBqK7GAIIASLaAQoMQ29udmVyc2F0aW9uEgoKAmlkGAEgASgJEiwKCGN1c3RvbWVyGAIgASgLMhoubWNzLm1lc3NhZ2luZy52MS5DdXN0b21lchI0CgZzdGF0dXMYAyABKA4yJC5tY3MubWVzc2FnaW5nLnYxLkNvbnZlcnNhdGlvblN0YXR1cxIQCghsaXZlbW9kZRgEIAEoCBIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcDoYorsYFAoMY29udmVyc2F0aW9uEgRjb252IsYBCgdNZXNzYWdlEgoKAmlkGAEgASgJEhQKDGNvbnZlcnNhdGlvbhgCIAEoCRI1CglkaXJlY3Rpb24YAyABKA4yIi5tY3MubWVzc2FnaW5nLnYxLk1lc3NhZ2VEaXJlY3Rpb24SDAoEdGV4dBgEIAEoCRIQCghsaXZlbW9kZRgFIAEoCBIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcDoSorsYDgoHbWVzc2FnZRIDbXNnKncKEkNvbnZlcnNhdGlvblN0YXR1cxIjCh9DT05WRVJTQVRJT05fU1RBVFVTX1VOU1BFQ0lGSUVEEAASHAoYQ09OVkVSU0FUSU9OX1NUQVRVU19PUEVOEAESHgoaQ09OVkVSU0FUSU9OX1NUQVRVU19DTE9TRUQQAip0ChBNZXNzYWdlRGlyZWN0aW9uEiEKHU1FU1NBR0VfRElSRUNUSU9OX1VOU1BFQ0lGSUVEEAASHQoZTUVTU0FHRV9ESVJFQ1RJT05fSU5CT1VORBABEh4KGk1FU1NBR0VfRElSRUNUSU9OX09VVEJPVU5EEAJiBnByb3RvMw", [file_google_protobuf_timestamp, file_mcs_api_v1_annotations]);
+  fileDesc("CiBtY3MvbWVzc2FnaW5nL3YxL21lc3NhZ2luZy5wcm90bxIQbWNzLm1lc3NhZ2luZy52MSI3CghDdXN0b21lchIUCgRuYW1lGAEgASgJQgaiuxgCCAESFQoFcGhvbmUYAiABKAlCBqK7GAIIASK5AgoMQ29udmVyc2F0aW9uEgoKAmlkGAEgASgJEiwKCGN1c3RvbWVyGAIgASgLMhoubWNzLm1lc3NhZ2luZy52MS5DdXN0b21lchI0CgZzdGF0dXMYAyABKA4yJC5tY3MubWVzc2FnaW5nLnYxLkNvbnZlcnNhdGlvblN0YXR1cxIQCghsaXZlbW9kZRgEIAEoCBIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBItCgljbG9zZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wOhiiuxgUCgxjb252ZXJzYXRpb24SBGNvbnYiUQoZQ3JlYXRlQ29udmVyc2F0aW9uUmVxdWVzdBI0CghjdXN0b21lchgBIAEoCzIaLm1jcy5tZXNzYWdpbmcudjEuQ3VzdG9tZXJCBqK7GAIIASIsChZHZXRDb252ZXJzYXRpb25SZXF1ZXN0EhIKAmlkGAEgASgJQgaiuxgCCAEilgEKGExpc3RDb252ZXJzYXRpb25zUmVxdWVzdBISCgVsaW1pdBgBIAEoBUgAiAEBEhYKDnN0YXJ0aW5nX2FmdGVyGAIgASgJEjkKBnN0YXR1cxgDIAEoDjIkLm1jcy5tZXNzYWdpbmcudjEuQ29udmVyc2F0aW9uU3RhdHVzSAGIAQFCCAoGX2xpbWl0QgkKB19zdGF0dXMiWwoZTGlzdENvbnZlcnNhdGlvbnNSZXNwb25zZRIsCgRkYXRhGAEgAygLMh4ubWNzLm1lc3NhZ2luZy52MS5Db252ZXJzYXRpb24SEAoIaGFzX21vcmUYAiABKAgiLgoYQ2xvc2VDb252ZXJzYXRpb25SZXF1ZXN0EhIKAmlkGAEgASgJQgaiuxgCCAEi9wEKB01lc3NhZ2USCgoCaWQYASABKAkSFAoMY29udmVyc2F0aW9uGAIgASgJEjUKCWRpcmVjdGlvbhgDIAEoDjIiLm1jcy5tZXNzYWdpbmcudjEuTWVzc2FnZURpcmVjdGlvbhIvCgZzdGF0dXMYByABKA4yHy5tY3MubWVzc2FnaW5nLnYxLk1lc3NhZ2VTdGF0dXMSDAoEdGV4dBgEIAEoCRIQCghsaXZlbW9kZRgFIAEoCBIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcDoSorsYDgoHbWVzc2FnZRIDbXNnIkAKElNlbmRNZXNzYWdlUmVxdWVzdBIcCgxjb252ZXJzYXRpb24YASABKAlCBqK7GAIIARIMCgR0ZXh0GAIgASgJImkKE0xpc3RNZXNzYWdlc1JlcXVlc3QSHAoMY29udmVyc2F0aW9uGAEgASgJQgaiuxgCCAESEgoFbGltaXQYAiABKAVIAIgBARIWCg5zdGFydGluZ19hZnRlchgDIAEoCUIICgZfbGltaXQiUQoUTGlzdE1lc3NhZ2VzUmVzcG9uc2USJwoEZGF0YRgBIAMoCzIZLm1jcy5tZXNzYWdpbmcudjEuTWVzc2FnZRIQCghoYXNfbW9yZRgCIAEoCCInChFHZXRNZXNzYWdlUmVxdWVzdBISCgJpZBgBIAEoCUIGorsYAggBIkkKG0NyZWF0ZUluYm91bmRNZXNzYWdlUmVxdWVzdBIcCgxjb252ZXJzYXRpb24YASABKAlCBqK7GAIIARIMCgR0ZXh0GAIgASgJKncKEkNvbnZlcnNhdGlvblN0YXR1cxIjCh9DT05WRVJTQVRJT05fU1RBVFVTX1VOU1BFQ0lGSUVEEAASHAoYQ09OVkVSU0FUSU9OX1NUQVRVU19PUEVOEAESHgoaQ09OVkVSU0FUSU9OX1NUQVRVU19DTE9TRUQQAip0ChBNZXNzYWdlRGlyZWN0aW9uEiEKHU1FU1NBR0VfRElSRUNUSU9OX1VOU1BFQ0lGSUVEEAASHQoZTUVTU0FHRV9ESVJFQ1RJT05fSU5CT1VORBABEh4KGk1FU1NBR0VfRElSRUNUSU9OX09VVEJPVU5EEAIqZQoNTWVzc2FnZVN0YXR1cxIeChpNRVNTQUdFX1NUQVRVU19VTlNQRUNJRklFRBAAEhcKE01FU1NBR0VfU1RBVFVTX1NFTlQQARIbChdNRVNTQUdFX1NUQVRVU19SRUNFSVZFRBACMrcEChNDb252ZXJzYXRpb25TZXJ2aWNlEoMBChJDcmVhdGVDb252ZXJzYXRpb24SKy5tY3MubWVzc2FnaW5nLnYxLkNyZWF0ZUNvbnZlcnNhdGlvblJlcXVlc3QaHi5tY3MubWVzc2FnaW5nLnYxLkNvbnZlcnNhdGlvbiIgorsYHAoEUE9TVBIRL3YxL2NvbnZlcnNhdGlvbnMaASoSfgoPR2V0Q29udmVyc2F0aW9uEigubWNzLm1lc3NhZ2luZy52MS5HZXRDb252ZXJzYXRpb25SZXF1ZXN0Gh4ubWNzLm1lc3NhZ2luZy52MS5Db252ZXJzYXRpb24iIaK7GB0KA0dFVBIWL3YxL2NvbnZlcnNhdGlvbnMve2lkfRKKAQoRTGlzdENvbnZlcnNhdGlvbnMSKi5tY3MubWVzc2FnaW5nLnYxLkxpc3RDb252ZXJzYXRpb25zUmVxdWVzdBorLm1jcy5tZXNzYWdpbmcudjEuTGlzdENvbnZlcnNhdGlvbnNSZXNwb25zZSIcorsYGAoDR0VUEhEvdjEvY29udmVyc2F0aW9ucxKMAQoRQ2xvc2VDb252ZXJzYXRpb24SKi5tY3MubWVzc2FnaW5nLnYxLkNsb3NlQ29udmVyc2F0aW9uUmVxdWVzdBoeLm1jcy5tZXNzYWdpbmcudjEuQ29udmVyc2F0aW9uIiuiuxgnCgRQT1NUEhwvdjEvY29udmVyc2F0aW9ucy97aWR9L2Nsb3NlGgEqMp0DCg5NZXNzYWdlU2VydmljZRKIAQoLU2VuZE1lc3NhZ2USJC5tY3MubWVzc2FnaW5nLnYxLlNlbmRNZXNzYWdlUmVxdWVzdBoZLm1jcy5tZXNzYWdpbmcudjEuTWVzc2FnZSI4orsYNAoEUE9TVBIpL3YxL2NvbnZlcnNhdGlvbnMve2NvbnZlcnNhdGlvbn0vbWVzc2FnZXMaASoSkwEKDExpc3RNZXNzYWdlcxIlLm1jcy5tZXNzYWdpbmcudjEuTGlzdE1lc3NhZ2VzUmVxdWVzdBomLm1jcy5tZXNzYWdpbmcudjEuTGlzdE1lc3NhZ2VzUmVzcG9uc2UiNKK7GDAKA0dFVBIpL3YxL2NvbnZlcnNhdGlvbnMve2NvbnZlcnNhdGlvbn0vbWVzc2FnZXMSagoKR2V0TWVzc2FnZRIjLm1jcy5tZXNzYWdpbmcudjEuR2V0TWVzc2FnZVJlcXVlc3QaGS5tY3MubWVzc2FnaW5nLnYxLk1lc3NhZ2UiHKK7GBgKA0dFVBIRL3YxL21lc3NhZ2VzL3tpZH0yzAEKGE1lc3NhZ2VUZXN0SGVscGVyU2VydmljZRKvAQoUQ3JlYXRlSW5ib3VuZE1lc3NhZ2USLS5tY3MubWVzc2FnaW5nLnYxLkNyZWF0ZUluYm91bmRNZXNzYWdlUmVxdWVzdBoZLm1jcy5tZXNzYWdpbmcudjEuTWVzc2FnZSJNorsYSQoEUE9TVBI+L3YxL3Rlc3RfaGVscGVycy9jb252ZXJzYXRpb25zL3tjb252ZXJzYXRpb259L2luYm91bmRfbWVzc2FnZXMaASpiBnByb3RvMw", [file_google_protobuf_timestamp, file_mcs_api_v1_annotations]);
 
 /**
  * Describes the message mcs.messaging.v1.Customer.
@@ -27,11 +27,81 @@ export const ConversationSchema = /*@__PURE__*/
   messageDesc(file_mcs_messaging_v1_messaging, 1);
 
 /**
+ * Describes the message mcs.messaging.v1.CreateConversationRequest.
+ * Use `create(CreateConversationRequestSchema)` to create a new message.
+ */
+export const CreateConversationRequestSchema = /*@__PURE__*/
+  messageDesc(file_mcs_messaging_v1_messaging, 2);
+
+/**
+ * Describes the message mcs.messaging.v1.GetConversationRequest.
+ * Use `create(GetConversationRequestSchema)` to create a new message.
+ */
+export const GetConversationRequestSchema = /*@__PURE__*/
+  messageDesc(file_mcs_messaging_v1_messaging, 3);
+
+/**
+ * Describes the message mcs.messaging.v1.ListConversationsRequest.
+ * Use `create(ListConversationsRequestSchema)` to create a new message.
+ */
+export const ListConversationsRequestSchema = /*@__PURE__*/
+  messageDesc(file_mcs_messaging_v1_messaging, 4);
+
+/**
+ * Describes the message mcs.messaging.v1.ListConversationsResponse.
+ * Use `create(ListConversationsResponseSchema)` to create a new message.
+ */
+export const ListConversationsResponseSchema = /*@__PURE__*/
+  messageDesc(file_mcs_messaging_v1_messaging, 5);
+
+/**
+ * Describes the message mcs.messaging.v1.CloseConversationRequest.
+ * Use `create(CloseConversationRequestSchema)` to create a new message.
+ */
+export const CloseConversationRequestSchema = /*@__PURE__*/
+  messageDesc(file_mcs_messaging_v1_messaging, 6);
+
+/**
  * Describes the message mcs.messaging.v1.Message.
  * Use `create(MessageSchema)` to create a new message.
  */
 export const MessageSchema = /*@__PURE__*/
-  messageDesc(file_mcs_messaging_v1_messaging, 2);
+  messageDesc(file_mcs_messaging_v1_messaging, 7);
+
+/**
+ * Describes the message mcs.messaging.v1.SendMessageRequest.
+ * Use `create(SendMessageRequestSchema)` to create a new message.
+ */
+export const SendMessageRequestSchema = /*@__PURE__*/
+  messageDesc(file_mcs_messaging_v1_messaging, 8);
+
+/**
+ * Describes the message mcs.messaging.v1.ListMessagesRequest.
+ * Use `create(ListMessagesRequestSchema)` to create a new message.
+ */
+export const ListMessagesRequestSchema = /*@__PURE__*/
+  messageDesc(file_mcs_messaging_v1_messaging, 9);
+
+/**
+ * Describes the message mcs.messaging.v1.ListMessagesResponse.
+ * Use `create(ListMessagesResponseSchema)` to create a new message.
+ */
+export const ListMessagesResponseSchema = /*@__PURE__*/
+  messageDesc(file_mcs_messaging_v1_messaging, 10);
+
+/**
+ * Describes the message mcs.messaging.v1.GetMessageRequest.
+ * Use `create(GetMessageRequestSchema)` to create a new message.
+ */
+export const GetMessageRequestSchema = /*@__PURE__*/
+  messageDesc(file_mcs_messaging_v1_messaging, 11);
+
+/**
+ * Describes the message mcs.messaging.v1.CreateInboundMessageRequest.
+ * Use `create(CreateInboundMessageRequestSchema)` to create a new message.
+ */
+export const CreateInboundMessageRequestSchema = /*@__PURE__*/
+  messageDesc(file_mcs_messaging_v1_messaging, 12);
 
 /**
  * Describes the enum mcs.messaging.v1.ConversationStatus.
@@ -56,4 +126,36 @@ export const MessageDirectionSchema = /*@__PURE__*/
  */
 export const MessageDirection = /*@__PURE__*/
   tsEnum(MessageDirectionSchema);
+
+/**
+ * Describes the enum mcs.messaging.v1.MessageStatus.
+ */
+export const MessageStatusSchema = /*@__PURE__*/
+  enumDesc(file_mcs_messaging_v1_messaging, 2);
+
+/**
+ * @generated from enum mcs.messaging.v1.MessageStatus
+ */
+export const MessageStatus = /*@__PURE__*/
+  tsEnum(MessageStatusSchema);
+
+/**
+ * @generated from service mcs.messaging.v1.ConversationService
+ */
+export const ConversationService = /*@__PURE__*/
+  serviceDesc(file_mcs_messaging_v1_messaging, 0);
+
+/**
+ * @generated from service mcs.messaging.v1.MessageService
+ */
+export const MessageService = /*@__PURE__*/
+  serviceDesc(file_mcs_messaging_v1_messaging, 1);
+
+/**
+ * Simulates the sandbox channel's inbound path (test mode only).
+ *
+ * @generated from service mcs.messaging.v1.MessageTestHelperService
+ */
+export const MessageTestHelperService = /*@__PURE__*/
+  serviceDesc(file_mcs_messaging_v1_messaging, 2);
 

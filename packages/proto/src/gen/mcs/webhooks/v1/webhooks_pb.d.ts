@@ -2,9 +2,13 @@
 // @generated from file mcs/webhooks/v1/webhooks.proto (package mcs.webhooks.v1, syntax proto3)
 /* eslint-disable */
 
+// Webhook endpoints, their deliveries and the event log (GET /v1/events). Served by the
+// webhooks service.
+
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import type { Event, EventSchema, EventType } from "../../events/v1/events_pb.js";
 
 /**
  * Describes the file mcs/webhooks/v1/webhooks.proto.
@@ -41,6 +45,19 @@ export declare type WebhookEndpoint = Message<"mcs.webhooks.v1.WebhookEndpoint">
   status: EndpointStatus;
 
   /**
+   * Health detail: when attempts to it started failing without a success since, and the error
+   * of the last failed attempt. Both null while it is healthy.
+   *
+   * @generated from field: google.protobuf.Timestamp failing_since = 9;
+   */
+  failingSince?: Timestamp | undefined;
+
+  /**
+   * @generated from field: optional string last_error = 10;
+   */
+  lastError?: string | undefined;
+
+  /**
    * Shown only in the answer that creates the endpoint (or rotates its secret).
    *
    * @generated from field: optional string secret = 6;
@@ -63,6 +80,29 @@ export declare type WebhookEndpoint = Message<"mcs.webhooks.v1.WebhookEndpoint">
  * Use `create(WebhookEndpointSchema)` to create a new message.
  */
 export declare const WebhookEndpointSchema: GenMessage<WebhookEndpoint>;
+
+/**
+ * The answer to a delete: {"id", "object": "webhook_endpoint", "deleted": true}.
+ *
+ * @generated from message mcs.webhooks.v1.DeletedWebhookEndpoint
+ */
+export declare type DeletedWebhookEndpoint = Message<"mcs.webhooks.v1.DeletedWebhookEndpoint"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: bool deleted = 2;
+   */
+  deleted: boolean;
+};
+
+/**
+ * Describes the message mcs.webhooks.v1.DeletedWebhookEndpoint.
+ * Use `create(DeletedWebhookEndpointSchema)` to create a new message.
+ */
+export declare const DeletedWebhookEndpointSchema: GenMessage<DeletedWebhookEndpoint>;
 
 /**
  * @generated from message mcs.webhooks.v1.CreateWebhookEndpointRequest
@@ -149,6 +189,385 @@ export declare type ListWebhookEndpointsResponse = Message<"mcs.webhooks.v1.List
 export declare const ListWebhookEndpointsResponseSchema: GenMessage<ListWebhookEndpointsResponse>;
 
 /**
+ * Every field but id is optional; only the fields given change. An empty `events` list leaves
+ * the subscription as it is; an empty `description` clears it.
+ *
+ * @generated from message mcs.webhooks.v1.UpdateWebhookEndpointRequest
+ */
+export declare type UpdateWebhookEndpointRequest = Message<"mcs.webhooks.v1.UpdateWebhookEndpointRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: optional string url = 2;
+   */
+  url?: string | undefined;
+
+  /**
+   * @generated from field: repeated string events = 3;
+   */
+  events: string[];
+
+  /**
+   * @generated from field: optional string description = 4;
+   */
+  description?: string | undefined;
+
+  /**
+   * true: status becomes disabled (nothing is sent, pending deliveries are skipped, new events
+   * are not recorded for it);
+   * false: status becomes enabled again.
+   *
+   * @generated from field: optional bool disabled = 5;
+   */
+  disabled?: boolean | undefined;
+};
+
+/**
+ * Describes the message mcs.webhooks.v1.UpdateWebhookEndpointRequest.
+ * Use `create(UpdateWebhookEndpointRequestSchema)` to create a new message.
+ */
+export declare const UpdateWebhookEndpointRequestSchema: GenMessage<UpdateWebhookEndpointRequest>;
+
+/**
+ * @generated from message mcs.webhooks.v1.DeleteWebhookEndpointRequest
+ */
+export declare type DeleteWebhookEndpointRequest = Message<"mcs.webhooks.v1.DeleteWebhookEndpointRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message mcs.webhooks.v1.DeleteWebhookEndpointRequest.
+ * Use `create(DeleteWebhookEndpointRequestSchema)` to create a new message.
+ */
+export declare const DeleteWebhookEndpointRequestSchema: GenMessage<DeleteWebhookEndpointRequest>;
+
+/**
+ * @generated from message mcs.webhooks.v1.EnableWebhookEndpointRequest
+ */
+export declare type EnableWebhookEndpointRequest = Message<"mcs.webhooks.v1.EnableWebhookEndpointRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message mcs.webhooks.v1.EnableWebhookEndpointRequest.
+ * Use `create(EnableWebhookEndpointRequestSchema)` to create a new message.
+ */
+export declare const EnableWebhookEndpointRequestSchema: GenMessage<EnableWebhookEndpointRequest>;
+
+/**
+ * @generated from message mcs.webhooks.v1.RotateWebhookEndpointSecretRequest
+ */
+export declare type RotateWebhookEndpointSecretRequest = Message<"mcs.webhooks.v1.RotateWebhookEndpointSecretRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message mcs.webhooks.v1.RotateWebhookEndpointSecretRequest.
+ * Use `create(RotateWebhookEndpointSecretRequestSchema)` to create a new message.
+ */
+export declare const RotateWebhookEndpointSecretRequestSchema: GenMessage<RotateWebhookEndpointSecretRequest>;
+
+/**
+ * One HTTP attempt of a delivery.
+ *
+ * @generated from message mcs.webhooks.v1.WebhookAttempt
+ */
+export declare type WebhookAttempt = Message<"mcs.webhooks.v1.WebhookAttempt"> & {
+  /**
+   * 1 for the first attempt, counting on across resends.
+   *
+   * @generated from field: int32 number = 1;
+   */
+  number: number;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp at = 2;
+   */
+  at?: Timestamp | undefined;
+
+  /**
+   * The receiver's HTTP status, or null when no answer came (time-out, connection error).
+   *
+   * @generated from field: optional int32 status_code = 3;
+   */
+  statusCode?: number | undefined;
+
+  /**
+   * Why the attempt failed; null when it succeeded.
+   *
+   * @generated from field: optional string error = 4;
+   */
+  error?: string | undefined;
+
+  /**
+   * @generated from field: int32 latency_ms = 5;
+   */
+  latencyMs: number;
+
+  /**
+   * The start of the receiver's answer body.
+   *
+   * @generated from field: optional string response_excerpt = 6;
+   */
+  responseExcerpt?: string | undefined;
+};
+
+/**
+ * Describes the message mcs.webhooks.v1.WebhookAttempt.
+ * Use `create(WebhookAttemptSchema)` to create a new message.
+ */
+export declare const WebhookAttemptSchema: GenMessage<WebhookAttempt>;
+
+/**
+ * @generated from message mcs.webhooks.v1.WebhookDelivery
+ */
+export declare type WebhookDelivery = Message<"mcs.webhooks.v1.WebhookDelivery"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The endpoint's id.
+   *
+   * @generated from field: string webhook_endpoint = 2;
+   */
+  webhookEndpoint: string;
+
+  /**
+   * The event's id, and its type.
+   *
+   * @generated from field: string event = 3;
+   */
+  event: string;
+
+  /**
+   * @generated from field: mcs.events.v1.EventType event_type = 4;
+   */
+  eventType: EventType;
+
+  /**
+   * @generated from field: mcs.webhooks.v1.DeliveryStatus status = 5;
+   */
+  status: DeliveryStatus;
+
+  /**
+   * Number of attempts made so far.
+   *
+   * @generated from field: int32 attempt_count = 6;
+   */
+  attemptCount: number;
+
+  /**
+   * When the next attempt is due (null unless pending).
+   *
+   * @generated from field: google.protobuf.Timestamp next_attempt_at = 7;
+   */
+  nextAttemptAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: repeated mcs.webhooks.v1.WebhookAttempt attempts = 8;
+   */
+  attempts: WebhookAttempt[];
+
+  /**
+   * @generated from field: bool livemode = 9;
+   */
+  livemode: boolean;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 10;
+   */
+  createdAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message mcs.webhooks.v1.WebhookDelivery.
+ * Use `create(WebhookDeliverySchema)` to create a new message.
+ */
+export declare const WebhookDeliverySchema: GenMessage<WebhookDelivery>;
+
+/**
+ * @generated from message mcs.webhooks.v1.ListWebhookDeliveriesRequest
+ */
+export declare type ListWebhookDeliveriesRequest = Message<"mcs.webhooks.v1.ListWebhookDeliveriesRequest"> & {
+  /**
+   * The endpoint's id.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: int32 limit = 2;
+   */
+  limit: number;
+
+  /**
+   * @generated from field: string starting_after = 3;
+   */
+  startingAfter: string;
+
+  /**
+   * Only deliveries in this status.
+   *
+   * @generated from field: optional mcs.webhooks.v1.DeliveryStatus status = 4;
+   */
+  status?: DeliveryStatus | undefined;
+};
+
+/**
+ * Describes the message mcs.webhooks.v1.ListWebhookDeliveriesRequest.
+ * Use `create(ListWebhookDeliveriesRequestSchema)` to create a new message.
+ */
+export declare const ListWebhookDeliveriesRequestSchema: GenMessage<ListWebhookDeliveriesRequest>;
+
+/**
+ * @generated from message mcs.webhooks.v1.ListWebhookDeliveriesResponse
+ */
+export declare type ListWebhookDeliveriesResponse = Message<"mcs.webhooks.v1.ListWebhookDeliveriesResponse"> & {
+  /**
+   * @generated from field: repeated mcs.webhooks.v1.WebhookDelivery data = 1;
+   */
+  data: WebhookDelivery[];
+
+  /**
+   * @generated from field: bool has_more = 2;
+   */
+  hasMore: boolean;
+};
+
+/**
+ * Describes the message mcs.webhooks.v1.ListWebhookDeliveriesResponse.
+ * Use `create(ListWebhookDeliveriesResponseSchema)` to create a new message.
+ */
+export declare const ListWebhookDeliveriesResponseSchema: GenMessage<ListWebhookDeliveriesResponse>;
+
+/**
+ * @generated from message mcs.webhooks.v1.RetryWebhookDeliveryRequest
+ */
+export declare type RetryWebhookDeliveryRequest = Message<"mcs.webhooks.v1.RetryWebhookDeliveryRequest"> & {
+  /**
+   * The endpoint's id.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string delivery = 2;
+   */
+  delivery: string;
+};
+
+/**
+ * Describes the message mcs.webhooks.v1.RetryWebhookDeliveryRequest.
+ * Use `create(RetryWebhookDeliveryRequestSchema)` to create a new message.
+ */
+export declare const RetryWebhookDeliveryRequestSchema: GenMessage<RetryWebhookDeliveryRequest>;
+
+/**
+ * @generated from message mcs.webhooks.v1.SendTestWebhookRequest
+ */
+export declare type SendTestWebhookRequest = Message<"mcs.webhooks.v1.SendTestWebhookRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The event type of the test event; by default the endpoint's first subscribed type
+   * (order.created for "*").
+   *
+   * @generated from field: optional mcs.events.v1.EventType type = 2;
+   */
+  type?: EventType | undefined;
+};
+
+/**
+ * Describes the message mcs.webhooks.v1.SendTestWebhookRequest.
+ * Use `create(SendTestWebhookRequestSchema)` to create a new message.
+ */
+export declare const SendTestWebhookRequestSchema: GenMessage<SendTestWebhookRequest>;
+
+/**
+ * @generated from message mcs.webhooks.v1.ListEventsRequest
+ */
+export declare type ListEventsRequest = Message<"mcs.webhooks.v1.ListEventsRequest"> & {
+  /**
+   * @generated from field: int32 limit = 1;
+   */
+  limit: number;
+
+  /**
+   * @generated from field: string starting_after = 2;
+   */
+  startingAfter: string;
+
+  /**
+   * Only events of this type.
+   *
+   * @generated from field: optional mcs.events.v1.EventType type = 3;
+   */
+  type?: EventType | undefined;
+};
+
+/**
+ * Describes the message mcs.webhooks.v1.ListEventsRequest.
+ * Use `create(ListEventsRequestSchema)` to create a new message.
+ */
+export declare const ListEventsRequestSchema: GenMessage<ListEventsRequest>;
+
+/**
+ * @generated from message mcs.webhooks.v1.ListEventsResponse
+ */
+export declare type ListEventsResponse = Message<"mcs.webhooks.v1.ListEventsResponse"> & {
+  /**
+   * @generated from field: repeated mcs.events.v1.Event data = 1;
+   */
+  data: Event[];
+
+  /**
+   * @generated from field: bool has_more = 2;
+   */
+  hasMore: boolean;
+};
+
+/**
+ * Describes the message mcs.webhooks.v1.ListEventsResponse.
+ * Use `create(ListEventsResponseSchema)` to create a new message.
+ */
+export declare const ListEventsResponseSchema: GenMessage<ListEventsResponse>;
+
+/**
+ * @generated from message mcs.webhooks.v1.GetEventRequest
+ */
+export declare type GetEventRequest = Message<"mcs.webhooks.v1.GetEventRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message mcs.webhooks.v1.GetEventRequest.
+ * Use `create(GetEventRequestSchema)` to create a new message.
+ */
+export declare const GetEventRequestSchema: GenMessage<GetEventRequest>;
+
+/**
  * @generated from enum mcs.webhooks.v1.EndpointStatus
  */
 export enum EndpointStatus {
@@ -163,11 +582,16 @@ export enum EndpointStatus {
   ENABLED = 1,
 
   /**
+   * The last retry of a delivery failed (spec 3.1): nothing is sent until re-enabled.
+   *
    * @generated from enum value: ENDPOINT_STATUS_UNHEALTHY = 2;
    */
   UNHEALTHY = 2,
 
   /**
+   * Turned off by the account (update with disabled: true): events are not recorded for it
+   * until it is enabled again.
+   *
    * @generated from enum value: ENDPOINT_STATUS_DISABLED = 3;
    */
   DISABLED = 3,
@@ -177,6 +601,49 @@ export enum EndpointStatus {
  * Describes the enum mcs.webhooks.v1.EndpointStatus.
  */
 export declare const EndpointStatusSchema: GenEnum<EndpointStatus>;
+
+/**
+ * @generated from enum mcs.webhooks.v1.DeliveryStatus
+ */
+export enum DeliveryStatus {
+  /**
+   * @generated from enum value: DELIVERY_STATUS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Waiting for its next attempt.
+   *
+   * @generated from enum value: DELIVERY_STATUS_PENDING = 1;
+   */
+  PENDING = 1,
+
+  /**
+   * A receiver answered 2xx.
+   *
+   * @generated from enum value: DELIVERY_STATUS_SUCCEEDED = 2;
+   */
+  SUCCEEDED = 2,
+
+  /**
+   * Every attempt of the retry schedule failed.
+   *
+   * @generated from enum value: DELIVERY_STATUS_FAILED = 3;
+   */
+  FAILED = 3,
+
+  /**
+   * Not sent: the endpoint was unhealthy, disabled or deleted. It can be resent.
+   *
+   * @generated from enum value: DELIVERY_STATUS_SKIPPED = 4;
+   */
+  SKIPPED = 4,
+}
+
+/**
+ * Describes the enum mcs.webhooks.v1.DeliveryStatus.
+ */
+export declare const DeliveryStatusSchema: GenEnum<DeliveryStatus>;
 
 /**
  * @generated from service mcs.webhooks.v1.WebhookEndpointService
@@ -205,6 +672,98 @@ export declare const WebhookEndpointService: GenService<{
     methodKind: "unary";
     input: typeof ListWebhookEndpointsRequestSchema;
     output: typeof ListWebhookEndpointsResponseSchema;
+  },
+  /**
+   * @generated from rpc mcs.webhooks.v1.WebhookEndpointService.UpdateWebhookEndpoint
+   */
+  updateWebhookEndpoint: {
+    methodKind: "unary";
+    input: typeof UpdateWebhookEndpointRequestSchema;
+    output: typeof WebhookEndpointSchema;
+  },
+  /**
+   * @generated from rpc mcs.webhooks.v1.WebhookEndpointService.DeleteWebhookEndpoint
+   */
+  deleteWebhookEndpoint: {
+    methodKind: "unary";
+    input: typeof DeleteWebhookEndpointRequestSchema;
+    output: typeof DeletedWebhookEndpointSchema;
+  },
+  /**
+   * Re-enables an unhealthy or disabled endpoint (the API twin of Settings → API): new events
+   * flow to it again; deliveries skipped meanwhile stay skipped and can be resent.
+   *
+   * @generated from rpc mcs.webhooks.v1.WebhookEndpointService.EnableWebhookEndpoint
+   */
+  enableWebhookEndpoint: {
+    methodKind: "unary";
+    input: typeof EnableWebhookEndpointRequestSchema;
+    output: typeof WebhookEndpointSchema;
+  },
+  /**
+   * A new signing secret, returned in this answer only; the old one stops signing at once.
+   *
+   * @generated from rpc mcs.webhooks.v1.WebhookEndpointService.RotateWebhookEndpointSecret
+   */
+  rotateWebhookEndpointSecret: {
+    methodKind: "unary";
+    input: typeof RotateWebhookEndpointSecretRequestSchema;
+    output: typeof WebhookEndpointSchema;
+  },
+  /**
+   * The deliveries to an endpoint, newest first, each with its attempts.
+   *
+   * @generated from rpc mcs.webhooks.v1.WebhookEndpointService.ListWebhookDeliveries
+   */
+  listWebhookDeliveries: {
+    methodKind: "unary";
+    input: typeof ListWebhookDeliveriesRequestSchema;
+    output: typeof ListWebhookDeliveriesResponseSchema;
+  },
+  /**
+   * Sends a delivery again now. A failed or skipped one starts the retry schedule over.
+   *
+   * @generated from rpc mcs.webhooks.v1.WebhookEndpointService.RetryWebhookDelivery
+   */
+  retryWebhookDelivery: {
+    methodKind: "unary";
+    input: typeof RetryWebhookDeliveryRequestSchema;
+    output: typeof WebhookDeliverySchema;
+  },
+  /**
+   * Sends a test event with sample data to this endpoint only. Test events are not part of the
+   * account's event log (GET /v1/events).
+   *
+   * @generated from rpc mcs.webhooks.v1.WebhookEndpointService.SendTestWebhook
+   */
+  sendTestWebhook: {
+    methodKind: "unary";
+    input: typeof SendTestWebhookRequestSchema;
+    output: typeof WebhookDeliverySchema;
+  },
+}>;
+
+/**
+ * The account's events, exactly as deliveries carry them.
+ *
+ * @generated from service mcs.webhooks.v1.EventService
+ */
+export declare const EventService: GenService<{
+  /**
+   * @generated from rpc mcs.webhooks.v1.EventService.ListEvents
+   */
+  listEvents: {
+    methodKind: "unary";
+    input: typeof ListEventsRequestSchema;
+    output: typeof ListEventsResponseSchema;
+  },
+  /**
+   * @generated from rpc mcs.webhooks.v1.EventService.GetEvent
+   */
+  getEvent: {
+    methodKind: "unary";
+    input: typeof GetEventRequestSchema;
+    output: typeof EventSchema;
   },
 }>;
 

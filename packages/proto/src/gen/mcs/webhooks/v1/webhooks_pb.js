@@ -2,15 +2,19 @@
 // @generated from file mcs/webhooks/v1/webhooks.proto (package mcs.webhooks.v1, syntax proto3)
 /* eslint-disable */
 
+// Webhook endpoints, their deliveries and the event log (GET /v1/events). Served by the
+// webhooks service.
+
 import { enumDesc, fileDesc, messageDesc, serviceDesc, tsEnum } from "@bufbuild/protobuf/codegenv2";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import { file_mcs_api_v1_annotations } from "../../api/v1/annotations_pb.js";
+import { file_mcs_events_v1_events } from "../../events/v1/events_pb.js";
 
 /**
  * Describes the file mcs/webhooks/v1/webhooks.proto.
  */
 export const file_mcs_webhooks_v1_webhooks = /*@__PURE__*/
-  fileDesc("Ch5tY3Mvd2ViaG9va3MvdjEvd2ViaG9va3MucHJvdG8SD21jcy53ZWJob29rcy52MSKTAgoPV2ViaG9va0VuZHBvaW50EgoKAmlkGAEgASgJEgsKA3VybBgCIAEoCRIOCgZldmVudHMYAyADKAkSGAoLZGVzY3JpcHRpb24YBCABKAlIAIgBARIvCgZzdGF0dXMYBSABKA4yHy5tY3Mud2ViaG9va3MudjEuRW5kcG9pbnRTdGF0dXMSEwoGc2VjcmV0GAYgASgJSAGIAQESEAoIbGl2ZW1vZGUYByABKAgSLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXA6GqK7GBYKEHdlYmhvb2tfZW5kcG9pbnQSAndlQg4KDF9kZXNjcmlwdGlvbkIJCgdfc2VjcmV0InUKHENyZWF0ZVdlYmhvb2tFbmRwb2ludFJlcXVlc3QSEwoDdXJsGAEgASgJQgaiuxgCCAESFgoGZXZlbnRzGAIgAygJQgaiuxgCCAESGAoLZGVzY3JpcHRpb24YAyABKAlIAIgBAUIOCgxfZGVzY3JpcHRpb24iLwoZR2V0V2ViaG9va0VuZHBvaW50UmVxdWVzdBISCgJpZBgBIAEoCUIGorsYAggBIkQKG0xpc3RXZWJob29rRW5kcG9pbnRzUmVxdWVzdBINCgVsaW1pdBgBIAEoBRIWCg5zdGFydGluZ19hZnRlchgCIAEoCSJgChxMaXN0V2ViaG9va0VuZHBvaW50c1Jlc3BvbnNlEi4KBGRhdGEYASADKAsyIC5tY3Mud2ViaG9va3MudjEuV2ViaG9va0VuZHBvaW50EhAKCGhhc19tb3JlGAIgASgIKosBCg5FbmRwb2ludFN0YXR1cxIfChtFTkRQT0lOVF9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdFTkRQT0lOVF9TVEFUVVNfRU5BQkxFRBABEh0KGUVORFBPSU5UX1NUQVRVU19VTkhFQUxUSFkQAhIcChhFTkRQT0lOVF9TVEFUVVNfRElTQUJMRUQQAzKyAwoWV2ViaG9va0VuZHBvaW50U2VydmljZRKFAQoVQ3JlYXRlV2ViaG9va0VuZHBvaW50Ei0ubWNzLndlYmhvb2tzLnYxLkNyZWF0ZVdlYmhvb2tFbmRwb2ludFJlcXVlc3QaIC5tY3Mud2ViaG9va3MudjEuV2ViaG9va0VuZHBvaW50IhuiuxgXCgRQT1NUEgwvdjEvd2ViaG9va3MaASoSgAEKEkdldFdlYmhvb2tFbmRwb2ludBIqLm1jcy53ZWJob29rcy52MS5HZXRXZWJob29rRW5kcG9pbnRSZXF1ZXN0GiAubWNzLndlYmhvb2tzLnYxLldlYmhvb2tFbmRwb2ludCIcorsYGAoDR0VUEhEvdjEvd2ViaG9va3Mve2lkfRKMAQoUTGlzdFdlYmhvb2tFbmRwb2ludHMSLC5tY3Mud2ViaG9va3MudjEuTGlzdFdlYmhvb2tFbmRwb2ludHNSZXF1ZXN0Gi0ubWNzLndlYmhvb2tzLnYxLkxpc3RXZWJob29rRW5kcG9pbnRzUmVzcG9uc2UiF6K7GBMKA0dFVBIML3YxL3dlYmhvb2tzYgZwcm90bzM", [file_google_protobuf_timestamp, file_mcs_api_v1_annotations]);
+  fileDesc("Ch5tY3Mvd2ViaG9va3MvdjEvd2ViaG9va3MucHJvdG8SD21jcy53ZWJob29rcy52MSLuAgoPV2ViaG9va0VuZHBvaW50EgoKAmlkGAEgASgJEgsKA3VybBgCIAEoCRIOCgZldmVudHMYAyADKAkSGAoLZGVzY3JpcHRpb24YBCABKAlIAIgBARIvCgZzdGF0dXMYBSABKA4yHy5tY3Mud2ViaG9va3MudjEuRW5kcG9pbnRTdGF0dXMSMQoNZmFpbGluZ19zaW5jZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoKbGFzdF9lcnJvchgKIAEoCUgBiAEBEhMKBnNlY3JldBgGIAEoCUgCiAEBEhAKCGxpdmVtb2RlGAcgASgIEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wOhqiuxgWChB3ZWJob29rX2VuZHBvaW50EgJ3ZUIOCgxfZGVzY3JpcHRpb25CDQoLX2xhc3RfZXJyb3JCCQoHX3NlY3JldCJRChZEZWxldGVkV2ViaG9va0VuZHBvaW50EgoKAmlkGAEgASgJEg8KB2RlbGV0ZWQYAiABKAg6GqK7GBYKEHdlYmhvb2tfZW5kcG9pbnQSAndlInUKHENyZWF0ZVdlYmhvb2tFbmRwb2ludFJlcXVlc3QSEwoDdXJsGAEgASgJQgaiuxgCCAESFgoGZXZlbnRzGAIgAygJQgaiuxgCCAESGAoLZGVzY3JpcHRpb24YAyABKAlIAIgBAUIOCgxfZGVzY3JpcHRpb24iLwoZR2V0V2ViaG9va0VuZHBvaW50UmVxdWVzdBISCgJpZBgBIAEoCUIGorsYAggBIkQKG0xpc3RXZWJob29rRW5kcG9pbnRzUmVxdWVzdBINCgVsaW1pdBgBIAEoBRIWCg5zdGFydGluZ19hZnRlchgCIAEoCSJgChxMaXN0V2ViaG9va0VuZHBvaW50c1Jlc3BvbnNlEi4KBGRhdGEYASADKAsyIC5tY3Mud2ViaG9va3MudjEuV2ViaG9va0VuZHBvaW50EhAKCGhhc19tb3JlGAIgASgIIqoBChxVcGRhdGVXZWJob29rRW5kcG9pbnRSZXF1ZXN0EhIKAmlkGAEgASgJQgaiuxgCCAESEAoDdXJsGAIgASgJSACIAQESDgoGZXZlbnRzGAMgAygJEhgKC2Rlc2NyaXB0aW9uGAQgASgJSAGIAQESFQoIZGlzYWJsZWQYBSABKAhIAogBAUIGCgRfdXJsQg4KDF9kZXNjcmlwdGlvbkILCglfZGlzYWJsZWQiMgocRGVsZXRlV2ViaG9va0VuZHBvaW50UmVxdWVzdBISCgJpZBgBIAEoCUIGorsYAggBIjIKHEVuYWJsZVdlYmhvb2tFbmRwb2ludFJlcXVlc3QSEgoCaWQYASABKAlCBqK7GAIIASI4CiJSb3RhdGVXZWJob29rRW5kcG9pbnRTZWNyZXRSZXF1ZXN0EhIKAmlkGAEgASgJQgaiuxgCCAEi2AEKDldlYmhvb2tBdHRlbXB0Eg4KBm51bWJlchgBIAEoBRImCgJhdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGAoLc3RhdHVzX2NvZGUYAyABKAVIAIgBARISCgVlcnJvchgEIAEoCUgBiAEBEhIKCmxhdGVuY3lfbXMYBSABKAUSHQoQcmVzcG9uc2VfZXhjZXJwdBgGIAEoCUgCiAEBQg4KDF9zdGF0dXNfY29kZUIICgZfZXJyb3JCEwoRX3Jlc3BvbnNlX2V4Y2VycHQigwMKD1dlYmhvb2tEZWxpdmVyeRIKCgJpZBgBIAEoCRIYChB3ZWJob29rX2VuZHBvaW50GAIgASgJEg0KBWV2ZW50GAMgASgJEiwKCmV2ZW50X3R5cGUYBCABKA4yGC5tY3MuZXZlbnRzLnYxLkV2ZW50VHlwZRIvCgZzdGF0dXMYBSABKA4yHy5tY3Mud2ViaG9va3MudjEuRGVsaXZlcnlTdGF0dXMSFQoNYXR0ZW1wdF9jb3VudBgGIAEoBRIzCg9uZXh0X2F0dGVtcHRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKCGF0dGVtcHRzGAggAygLMh8ubWNzLndlYmhvb2tzLnYxLldlYmhvb2tBdHRlbXB0EhAKCGxpdmVtb2RlGAkgASgIEi4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wOhuiuxgXChB3ZWJob29rX2RlbGl2ZXJ5EgNkbHYimgEKHExpc3RXZWJob29rRGVsaXZlcmllc1JlcXVlc3QSEgoCaWQYASABKAlCBqK7GAIIARINCgVsaW1pdBgCIAEoBRIWCg5zdGFydGluZ19hZnRlchgDIAEoCRI0CgZzdGF0dXMYBCABKA4yHy5tY3Mud2ViaG9va3MudjEuRGVsaXZlcnlTdGF0dXNIAIgBAUIJCgdfc3RhdHVzImEKHUxpc3RXZWJob29rRGVsaXZlcmllc1Jlc3BvbnNlEi4KBGRhdGEYASADKAsyIC5tY3Mud2ViaG9va3MudjEuV2ViaG9va0RlbGl2ZXJ5EhAKCGhhc19tb3JlGAIgASgIIksKG1JldHJ5V2ViaG9va0RlbGl2ZXJ5UmVxdWVzdBISCgJpZBgBIAEoCUIGorsYAggBEhgKCGRlbGl2ZXJ5GAIgASgJQgaiuxgCCAEiYgoWU2VuZFRlc3RXZWJob29rUmVxdWVzdBISCgJpZBgBIAEoCUIGorsYAggBEisKBHR5cGUYAiABKA4yGC5tY3MuZXZlbnRzLnYxLkV2ZW50VHlwZUgAiAEBQgcKBV90eXBlInAKEUxpc3RFdmVudHNSZXF1ZXN0Eg0KBWxpbWl0GAEgASgFEhYKDnN0YXJ0aW5nX2FmdGVyGAIgASgJEisKBHR5cGUYAyABKA4yGC5tY3MuZXZlbnRzLnYxLkV2ZW50VHlwZUgAiAEBQgcKBV90eXBlIkoKEkxpc3RFdmVudHNSZXNwb25zZRIiCgRkYXRhGAEgAygLMhQubWNzLmV2ZW50cy52MS5FdmVudBIQCghoYXNfbW9yZRgCIAEoCCIlCg9HZXRFdmVudFJlcXVlc3QSEgoCaWQYASABKAlCBqK7GAIIASqLAQoORW5kcG9pbnRTdGF0dXMSHwobRU5EUE9JTlRfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGwoXRU5EUE9JTlRfU1RBVFVTX0VOQUJMRUQQARIdChlFTkRQT0lOVF9TVEFUVVNfVU5IRUFMVEhZEAISHAoYRU5EUE9JTlRfU1RBVFVTX0RJU0FCTEVEEAMqpgEKDkRlbGl2ZXJ5U3RhdHVzEh8KG0RFTElWRVJZX1NUQVRVU19VTlNQRUNJRklFRBAAEhsKF0RFTElWRVJZX1NUQVRVU19QRU5ESU5HEAESHQoZREVMSVZFUllfU1RBVFVTX1NVQ0NFRURFRBACEhoKFkRFTElWRVJZX1NUQVRVU19GQUlMRUQQAxIbChdERUxJVkVSWV9TVEFUVVNfU0tJUFBFRBAEMtwLChZXZWJob29rRW5kcG9pbnRTZXJ2aWNlEoUBChVDcmVhdGVXZWJob29rRW5kcG9pbnQSLS5tY3Mud2ViaG9va3MudjEuQ3JlYXRlV2ViaG9va0VuZHBvaW50UmVxdWVzdBogLm1jcy53ZWJob29rcy52MS5XZWJob29rRW5kcG9pbnQiG6K7GBcKBFBPU1QSDC92MS93ZWJob29rcxoBKhKAAQoSR2V0V2ViaG9va0VuZHBvaW50EioubWNzLndlYmhvb2tzLnYxLkdldFdlYmhvb2tFbmRwb2ludFJlcXVlc3QaIC5tY3Mud2ViaG9va3MudjEuV2ViaG9va0VuZHBvaW50IhyiuxgYCgNHRVQSES92MS93ZWJob29rcy97aWR9EowBChRMaXN0V2ViaG9va0VuZHBvaW50cxIsLm1jcy53ZWJob29rcy52MS5MaXN0V2ViaG9va0VuZHBvaW50c1JlcXVlc3QaLS5tY3Mud2ViaG9va3MudjEuTGlzdFdlYmhvb2tFbmRwb2ludHNSZXNwb25zZSIXorsYEwoDR0VUEgwvdjEvd2ViaG9va3MSigEKFVVwZGF0ZVdlYmhvb2tFbmRwb2ludBItLm1jcy53ZWJob29rcy52MS5VcGRhdGVXZWJob29rRW5kcG9pbnRSZXF1ZXN0GiAubWNzLndlYmhvb2tzLnYxLldlYmhvb2tFbmRwb2ludCIgorsYHAoEUE9TVBIRL3YxL3dlYmhvb2tzL3tpZH0aASoSkAEKFURlbGV0ZVdlYmhvb2tFbmRwb2ludBItLm1jcy53ZWJob29rcy52MS5EZWxldGVXZWJob29rRW5kcG9pbnRSZXF1ZXN0GicubWNzLndlYmhvb2tzLnYxLkRlbGV0ZWRXZWJob29rRW5kcG9pbnQiH6K7GBsKBkRFTEVURRIRL3YxL3dlYmhvb2tzL3tpZH0SkQEKFUVuYWJsZVdlYmhvb2tFbmRwb2ludBItLm1jcy53ZWJob29rcy52MS5FbmFibGVXZWJob29rRW5kcG9pbnRSZXF1ZXN0GiAubWNzLndlYmhvb2tzLnYxLldlYmhvb2tFbmRwb2ludCInorsYIwoEUE9TVBIYL3YxL3dlYmhvb2tzL3tpZH0vZW5hYmxlGgEqEqQBChtSb3RhdGVXZWJob29rRW5kcG9pbnRTZWNyZXQSMy5tY3Mud2ViaG9va3MudjEuUm90YXRlV2ViaG9va0VuZHBvaW50U2VjcmV0UmVxdWVzdBogLm1jcy53ZWJob29rcy52MS5XZWJob29rRW5kcG9pbnQiLqK7GCoKBFBPU1QSHy92MS93ZWJob29rcy97aWR9L3JvdGF0ZV9zZWNyZXQaASoSnwEKFUxpc3RXZWJob29rRGVsaXZlcmllcxItLm1jcy53ZWJob29rcy52MS5MaXN0V2ViaG9va0RlbGl2ZXJpZXNSZXF1ZXN0Gi4ubWNzLndlYmhvb2tzLnYxLkxpc3RXZWJob29rRGVsaXZlcmllc1Jlc3BvbnNlIieiuxgjCgNHRVQSHC92MS93ZWJob29rcy97aWR9L2RlbGl2ZXJpZXMSpAEKFFJldHJ5V2ViaG9va0RlbGl2ZXJ5EiwubWNzLndlYmhvb2tzLnYxLlJldHJ5V2ViaG9va0RlbGl2ZXJ5UmVxdWVzdBogLm1jcy53ZWJob29rcy52MS5XZWJob29rRGVsaXZlcnkiPKK7GDgKBFBPU1QSLS92MS93ZWJob29rcy97aWR9L2RlbGl2ZXJpZXMve2RlbGl2ZXJ5fS9yZXRyeRoBKhKDAQoPU2VuZFRlc3RXZWJob29rEicubWNzLndlYmhvb2tzLnYxLlNlbmRUZXN0V2ViaG9va1JlcXVlc3QaIC5tY3Mud2ViaG9va3MudjEuV2ViaG9va0RlbGl2ZXJ5IiWiuxghCgRQT1NUEhYvdjEvd2ViaG9va3Mve2lkfS90ZXN0GgEqMtwBCgxFdmVudFNlcnZpY2USbAoKTGlzdEV2ZW50cxIiLm1jcy53ZWJob29rcy52MS5MaXN0RXZlbnRzUmVxdWVzdBojLm1jcy53ZWJob29rcy52MS5MaXN0RXZlbnRzUmVzcG9uc2UiFaK7GBEKA0dFVBIKL3YxL2V2ZW50cxJeCghHZXRFdmVudBIgLm1jcy53ZWJob29rcy52MS5HZXRFdmVudFJlcXVlc3QaFC5tY3MuZXZlbnRzLnYxLkV2ZW50IhqiuxgWCgNHRVQSDy92MS9ldmVudHMve2lkfWIGcHJvdG8z", [file_google_protobuf_timestamp, file_mcs_api_v1_annotations, file_mcs_events_v1_events]);
 
 /**
  * Describes the message mcs.webhooks.v1.WebhookEndpoint.
@@ -20,32 +24,130 @@ export const WebhookEndpointSchema = /*@__PURE__*/
   messageDesc(file_mcs_webhooks_v1_webhooks, 0);
 
 /**
+ * Describes the message mcs.webhooks.v1.DeletedWebhookEndpoint.
+ * Use `create(DeletedWebhookEndpointSchema)` to create a new message.
+ */
+export const DeletedWebhookEndpointSchema = /*@__PURE__*/
+  messageDesc(file_mcs_webhooks_v1_webhooks, 1);
+
+/**
  * Describes the message mcs.webhooks.v1.CreateWebhookEndpointRequest.
  * Use `create(CreateWebhookEndpointRequestSchema)` to create a new message.
  */
 export const CreateWebhookEndpointRequestSchema = /*@__PURE__*/
-  messageDesc(file_mcs_webhooks_v1_webhooks, 1);
+  messageDesc(file_mcs_webhooks_v1_webhooks, 2);
 
 /**
  * Describes the message mcs.webhooks.v1.GetWebhookEndpointRequest.
  * Use `create(GetWebhookEndpointRequestSchema)` to create a new message.
  */
 export const GetWebhookEndpointRequestSchema = /*@__PURE__*/
-  messageDesc(file_mcs_webhooks_v1_webhooks, 2);
+  messageDesc(file_mcs_webhooks_v1_webhooks, 3);
 
 /**
  * Describes the message mcs.webhooks.v1.ListWebhookEndpointsRequest.
  * Use `create(ListWebhookEndpointsRequestSchema)` to create a new message.
  */
 export const ListWebhookEndpointsRequestSchema = /*@__PURE__*/
-  messageDesc(file_mcs_webhooks_v1_webhooks, 3);
+  messageDesc(file_mcs_webhooks_v1_webhooks, 4);
 
 /**
  * Describes the message mcs.webhooks.v1.ListWebhookEndpointsResponse.
  * Use `create(ListWebhookEndpointsResponseSchema)` to create a new message.
  */
 export const ListWebhookEndpointsResponseSchema = /*@__PURE__*/
-  messageDesc(file_mcs_webhooks_v1_webhooks, 4);
+  messageDesc(file_mcs_webhooks_v1_webhooks, 5);
+
+/**
+ * Describes the message mcs.webhooks.v1.UpdateWebhookEndpointRequest.
+ * Use `create(UpdateWebhookEndpointRequestSchema)` to create a new message.
+ */
+export const UpdateWebhookEndpointRequestSchema = /*@__PURE__*/
+  messageDesc(file_mcs_webhooks_v1_webhooks, 6);
+
+/**
+ * Describes the message mcs.webhooks.v1.DeleteWebhookEndpointRequest.
+ * Use `create(DeleteWebhookEndpointRequestSchema)` to create a new message.
+ */
+export const DeleteWebhookEndpointRequestSchema = /*@__PURE__*/
+  messageDesc(file_mcs_webhooks_v1_webhooks, 7);
+
+/**
+ * Describes the message mcs.webhooks.v1.EnableWebhookEndpointRequest.
+ * Use `create(EnableWebhookEndpointRequestSchema)` to create a new message.
+ */
+export const EnableWebhookEndpointRequestSchema = /*@__PURE__*/
+  messageDesc(file_mcs_webhooks_v1_webhooks, 8);
+
+/**
+ * Describes the message mcs.webhooks.v1.RotateWebhookEndpointSecretRequest.
+ * Use `create(RotateWebhookEndpointSecretRequestSchema)` to create a new message.
+ */
+export const RotateWebhookEndpointSecretRequestSchema = /*@__PURE__*/
+  messageDesc(file_mcs_webhooks_v1_webhooks, 9);
+
+/**
+ * Describes the message mcs.webhooks.v1.WebhookAttempt.
+ * Use `create(WebhookAttemptSchema)` to create a new message.
+ */
+export const WebhookAttemptSchema = /*@__PURE__*/
+  messageDesc(file_mcs_webhooks_v1_webhooks, 10);
+
+/**
+ * Describes the message mcs.webhooks.v1.WebhookDelivery.
+ * Use `create(WebhookDeliverySchema)` to create a new message.
+ */
+export const WebhookDeliverySchema = /*@__PURE__*/
+  messageDesc(file_mcs_webhooks_v1_webhooks, 11);
+
+/**
+ * Describes the message mcs.webhooks.v1.ListWebhookDeliveriesRequest.
+ * Use `create(ListWebhookDeliveriesRequestSchema)` to create a new message.
+ */
+export const ListWebhookDeliveriesRequestSchema = /*@__PURE__*/
+  messageDesc(file_mcs_webhooks_v1_webhooks, 12);
+
+/**
+ * Describes the message mcs.webhooks.v1.ListWebhookDeliveriesResponse.
+ * Use `create(ListWebhookDeliveriesResponseSchema)` to create a new message.
+ */
+export const ListWebhookDeliveriesResponseSchema = /*@__PURE__*/
+  messageDesc(file_mcs_webhooks_v1_webhooks, 13);
+
+/**
+ * Describes the message mcs.webhooks.v1.RetryWebhookDeliveryRequest.
+ * Use `create(RetryWebhookDeliveryRequestSchema)` to create a new message.
+ */
+export const RetryWebhookDeliveryRequestSchema = /*@__PURE__*/
+  messageDesc(file_mcs_webhooks_v1_webhooks, 14);
+
+/**
+ * Describes the message mcs.webhooks.v1.SendTestWebhookRequest.
+ * Use `create(SendTestWebhookRequestSchema)` to create a new message.
+ */
+export const SendTestWebhookRequestSchema = /*@__PURE__*/
+  messageDesc(file_mcs_webhooks_v1_webhooks, 15);
+
+/**
+ * Describes the message mcs.webhooks.v1.ListEventsRequest.
+ * Use `create(ListEventsRequestSchema)` to create a new message.
+ */
+export const ListEventsRequestSchema = /*@__PURE__*/
+  messageDesc(file_mcs_webhooks_v1_webhooks, 16);
+
+/**
+ * Describes the message mcs.webhooks.v1.ListEventsResponse.
+ * Use `create(ListEventsResponseSchema)` to create a new message.
+ */
+export const ListEventsResponseSchema = /*@__PURE__*/
+  messageDesc(file_mcs_webhooks_v1_webhooks, 17);
+
+/**
+ * Describes the message mcs.webhooks.v1.GetEventRequest.
+ * Use `create(GetEventRequestSchema)` to create a new message.
+ */
+export const GetEventRequestSchema = /*@__PURE__*/
+  messageDesc(file_mcs_webhooks_v1_webhooks, 18);
 
 /**
  * Describes the enum mcs.webhooks.v1.EndpointStatus.
@@ -60,8 +162,28 @@ export const EndpointStatus = /*@__PURE__*/
   tsEnum(EndpointStatusSchema);
 
 /**
+ * Describes the enum mcs.webhooks.v1.DeliveryStatus.
+ */
+export const DeliveryStatusSchema = /*@__PURE__*/
+  enumDesc(file_mcs_webhooks_v1_webhooks, 1);
+
+/**
+ * @generated from enum mcs.webhooks.v1.DeliveryStatus
+ */
+export const DeliveryStatus = /*@__PURE__*/
+  tsEnum(DeliveryStatusSchema);
+
+/**
  * @generated from service mcs.webhooks.v1.WebhookEndpointService
  */
 export const WebhookEndpointService = /*@__PURE__*/
   serviceDesc(file_mcs_webhooks_v1_webhooks, 0);
+
+/**
+ * The account's events, exactly as deliveries carry them.
+ *
+ * @generated from service mcs.webhooks.v1.EventService
+ */
+export const EventService = /*@__PURE__*/
+  serviceDesc(file_mcs_webhooks_v1_webhooks, 1);
 
