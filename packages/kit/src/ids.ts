@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 
 // Crockford base32 in lower case: ids sort by creation time (48-bit ms clock first, then 80
-// random bits), so "newest first" lists page by id alone.
+// random bits), so "newest first" lists page by id alone. Within one process ids are strictly
+// increasing (the ULID monotonic rule): in the same millisecond the random part counts up.
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
 
 function encodeTime(ms: number): string {
@@ -13,12 +14,35 @@ function encodeTime(ms: number): string {
   return out;
 }
 
+let lastMs = -1;
+let lastRand: number[] = [];
+
+function increment(digits: number[]): number[] {
+  const next = [...digits];
+  for (let i = next.length - 1; i >= 0; i--) {
+    if (next[i]! < 31) {
+      next[i]!++;
+      return next;
+    }
+    next[i] = 0;
+  }
+  return next; // 2^80 ids in one millisecond: wraps, never happens
+}
+
 /** A prefixed, time-ordered id: `newId('ord')` → `ord_01k…` (26 characters after the prefix). */
 export function newId(prefix: string, now: number = Date.now()): string {
-  const bytes = randomBytes(16);
-  let rand = '';
-  for (let i = 0; i < 16; i++) rand += ALPHABET[bytes[i]! & 31];
-  return `${prefix}_${encodeTime(now)}${rand}`;
+  let rand: number[];
+  if (now <= lastMs) {
+    now = lastMs;
+    rand = increment(lastRand);
+  } else {
+    const bytes = randomBytes(16);
+    // The top bit stays clear so counting up within a millisecond has room before it wraps.
+    rand = [...bytes].map((b, i) => (i === 0 ? b & 15 : b & 31));
+  }
+  lastMs = now;
+  lastRand = rand;
+  return `${prefix}_${encodeTime(now)}${rand.map((d) => ALPHABET[d]).join('')}`;
 }
 
 /** True when `id` has the shape newId gives for `prefix`. */
@@ -26,6 +50,6 @@ export function isId(prefix: string, id: string): boolean {
   return (
     id.length === prefix.length + 27 &&
     id.startsWith(`${prefix}_`) &&
-    /^[0-9a-z]+$/.test(id.slice(prefix.length + 1))
+    /^[0-9a-hjkmnp-tv-z]+$/.test(id.slice(prefix.length + 1))
   );
 }

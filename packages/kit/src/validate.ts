@@ -45,12 +45,3 @@ export function requireInteger(
   }
   return value;
 }
-
-/** `limit` of list routes: 1–100, default 10. */
-export function listLimit(limit: number | undefined): number {
-  if (limit === undefined || limit === 0) return 10;
-  if (!Number.isInteger(limit) || limit < 1 || limit > 100) {
-    throw apiError('invalid_value', { param: 'limit', message: 'limit must be an integer from 1 to 100.' });
-  }
-  return limit;
-}

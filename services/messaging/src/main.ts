@@ -3,9 +3,11 @@ import { createDatabase } from '@mcs/kit/db';
 import { createLogger } from '@mcs/kit/log';
 import { connectNats, ensureStream, streamNames } from '@mcs/kit/nats';
 import { startRelay } from '@mcs/kit/outbox';
+import { startKeyJanitor } from '@mcs/kit/resources';
 import { errorLogger, runProcess, startConnectServer } from '@mcs/kit/server';
 import { sandboxChannels } from './channels/sandbox.ts';
 import { migrateMessaging } from './db/migrate.ts';
+import { conversations, messages } from './db/schema.ts';
 import { loadEnv } from './env.ts';
 import { routes } from './routes.ts';
 
@@ -25,7 +27,9 @@ await runProcess(log, async () => {
     interceptors: [errorLogger(log)],
   });
   log.info({ port: server.port }, 'messaging listening');
+  const janitor = startKeyJanitor(database.db, [conversations, messages], log);
   return async () => {
+    janitor.stop();
     await server.close();
     await relay.stop();
     await nc.drain();

@@ -5,9 +5,11 @@ import { serviceUrl } from '@mcs/kit/config';
 import { createDatabase } from '@mcs/kit/db';
 import { createLogger } from '@mcs/kit/log';
 import { connectNats, ensureStream, streamNames } from '@mcs/kit/nats';
+import { startKeyJanitor } from '@mcs/kit/resources';
 import { errorLogger, runProcess, startConnectServer } from '@mcs/kit/server';
 import { startConsumer } from './consumer.ts';
 import { migrateWebhooks } from './db/migrate.ts';
+import { endpoints } from './db/schema.ts';
 import { createEngine } from './delivery/engine.ts';
 import { createSender } from './delivery/sender.ts';
 import { createSecretBox, loadSecretsKey } from './domain/secrets.ts';
@@ -77,7 +79,9 @@ await runProcess(log, async () => {
     interceptors: [errorLogger(log)],
   });
   log.info({ port: server.port }, 'webhooks listening');
+  const janitor = startKeyJanitor(database.db, [endpoints], log);
   return async () => {
+    janitor.stop();
     await server.close();
     await consumer.stop();
     await engine.stop();

@@ -31,6 +31,8 @@ export const products = commerce.table(
     uniqueIndex('products_idempotency_idx')
       .on(t.accountId, t.livemode, t.idempotencyKey)
       .where(sql`${t.idempotencyKey} is not null`),
+    // The key janitor (kit/resources) frees keys older than 24 hours through this index.
+    index('products_key_expiry_idx').on(t.createdAt).where(sql`${t.idempotencyKey} is not null`),
   ],
 );
 
@@ -64,6 +66,8 @@ export const orders = commerce.table(
     uniqueIndex('orders_idempotency_idx')
       .on(t.accountId, t.livemode, t.idempotencyKey)
       .where(sql`${t.idempotencyKey} is not null`),
+    // The key janitor (kit/resources) frees keys older than 24 hours through this index.
+    index('orders_key_expiry_idx').on(t.createdAt).where(sql`${t.idempotencyKey} is not null`),
   ],
 );
 
@@ -93,6 +97,8 @@ export const payments = commerce.table(
     uniqueIndex('payments_idempotency_idx')
       .on(t.accountId, t.livemode, t.idempotencyKey)
       .where(sql`${t.idempotencyKey} is not null`),
+    // The key janitor (kit/resources) frees keys older than 24 hours through this index.
+    index('payments_key_expiry_idx').on(t.createdAt).where(sql`${t.idempotencyKey} is not null`),
     // The invariant "at most one successful payment per order", held by the database itself.
     uniqueIndex('payments_one_success_idx').on(t.orderId).where(sql`${t.status} = 'succeeded'`),
   ],

@@ -1,7 +1,9 @@
 import type { Caller } from '@mcs/kit/caller';
+import { sweepExpiredKeys } from '@mcs/kit/resources';
 import { apiErrorOf, freshDatabase, type MigratedDatabase } from '@mcs/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrateCommerce } from '../db/migrate.ts';
+import { orders, payments, products } from '../db/schema.ts';
 import {
   createOrder,
   getOrder,
@@ -88,6 +90,18 @@ describe('orders in the database', () => {
     );
     const page = await listOrders(db.db, caller, {});
     expect(page.data.map((o) => o.id)).toContain(order.id);
+  });
+
+  it('frees a key after 24 hours, so reusing it creates a new order', async () => {
+    const keyed = { ...caller, idempotencyKey: 'k-expiring' };
+    const first = await db.db.transaction((tx) => createOrder(tx, keyed, good));
+    const tables = [orders, products, payments];
+    await sweepExpiredKeys(db.db, tables, new Date(Date.now() + 23 * 3600 * 1000));
+    expect((await db.db.transaction((tx) => createOrder(tx, keyed, good))).order.id).toBe(first.order.id);
+    await sweepExpiredKeys(db.db, tables, new Date(Date.now() + 24 * 3600 * 1000 + 1_000));
+    const second = await db.db.transaction((tx) => createOrder(tx, keyed, good));
+    expect(second.created).toBe(true);
+    expect(second.order.id).not.toBe(first.order.id);
   });
 
   it('returns the first order again for a reused idempotency key', async () => {

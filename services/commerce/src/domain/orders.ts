@@ -4,10 +4,10 @@ import { apiError } from '@mcs/errors';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
 import { isId, newId } from '@mcs/kit/ids';
+import { byIdempotencyKey, createOnce, ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
 import { requireCurrency, requireInteger, requirePhone, requireText } from '@mcs/kit/validate';
 import { desc, eq, lt } from 'drizzle-orm';
 import { type OrderItemRow, orders } from '../db/schema.ts';
-import { byIdempotencyKey, createOnce, ownedBy, ownedRow, pageLimit, pageStart } from './common.ts';
 import { MAX_AMOUNT, type Product, productsById } from './products.ts';
 
 export const ORDER_STATUSES = ['pending', 'paid', 'fulfilled', 'cancelled', 'refunded'] as const;

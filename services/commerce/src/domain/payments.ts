@@ -6,6 +6,7 @@ import { apiError } from '@mcs/errors';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
 import { isId, newId } from '@mcs/kit/ids';
+import { byIdempotencyKey, createOnce, ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
 import { optionalText, requireInteger, requireText } from '@mcs/kit/validate';
 import { desc, eq, lt } from 'drizzle-orm';
 import { payments } from '../db/schema.ts';
@@ -14,7 +15,6 @@ import type {
   PaymentProvider,
   SandboxPaymentProvider,
 } from '../providers/payment-provider.ts';
-import { byIdempotencyKey, createOnce, ownedBy, ownedRow, pageLimit, pageStart } from './common.ts';
 import { lockOrder, type Order, transitionOrder } from './orders.ts';
 import { MAX_AMOUNT } from './products.ts';
 

@@ -4,10 +4,10 @@ import { apiError } from '@mcs/errors';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
 import { isId, newId } from '@mcs/kit/ids';
+import { byIdempotencyKey, createOnce, ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
 import { optionalText, requireCurrency, requireInteger, requireText } from '@mcs/kit/validate';
 import { desc, eq, inArray, lt } from 'drizzle-orm';
 import { products } from '../db/schema.ts';
-import { byIdempotencyKey, createOnce, ownedBy, ownedRow, pageLimit, pageStart } from './common.ts';
 
 export type Product = typeof products.$inferSelect;
 

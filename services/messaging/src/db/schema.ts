@@ -29,6 +29,8 @@ export const conversations = messaging.table(
     uniqueIndex('conversations_idempotency_idx')
       .on(t.accountId, t.livemode, t.idempotencyKey)
       .where(sql`${t.idempotencyKey} is not null`),
+    // The key janitor (kit/resources) frees keys older than 24 hours through this index.
+    index('conversations_key_expiry_idx').on(t.createdAt).where(sql`${t.idempotencyKey} is not null`),
     // One open conversation per customer phone per account and mode, held by the database.
     uniqueIndex('conversations_open_phone_idx')
       .on(t.accountId, t.livemode, t.customerPhone)
@@ -59,6 +61,8 @@ export const messages = messaging.table(
     uniqueIndex('messages_idempotency_idx')
       .on(t.accountId, t.livemode, t.idempotencyKey)
       .where(sql`${t.idempotencyKey} is not null`),
+    // The key janitor (kit/resources) frees keys older than 24 hours through this index.
+    index('messages_key_expiry_idx').on(t.createdAt).where(sql`${t.idempotencyKey} is not null`),
     // A channel that delivers the same inbound message twice (webhook retries) records it once.
     uniqueIndex('messages_channel_idx')
       .on(t.accountId, t.livemode, t.channel, t.channelMessageId)

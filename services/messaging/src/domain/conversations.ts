@@ -6,10 +6,10 @@ import { apiError } from '@mcs/errors';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
 import { isId, newId } from '@mcs/kit/ids';
+import { byIdempotencyKey, keyed, ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
 import { requirePhone, requireText } from '@mcs/kit/validate';
 import { desc, eq, lt } from 'drizzle-orm';
 import { conversations } from '../db/schema.ts';
-import { byIdempotencyKey, keyed, ownedBy, ownedRow, pageLimit, pageStart } from './common.ts';
 
 export const CONVERSATION_STATUSES = ['open', 'closed'] as const;
 export type ConversationStatus = (typeof CONVERSATION_STATUSES)[number];

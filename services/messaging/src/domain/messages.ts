@@ -4,10 +4,10 @@ import { apiError } from '@mcs/errors';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
 import { isId, newId } from '@mcs/kit/ids';
+import { byIdempotencyKey, keyed, ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
 import { and, desc, eq, lt } from 'drizzle-orm';
 import { type Channel, ChannelError, type InboundMessage, type SandboxChannel } from '../channels/channel.ts';
 import { messages } from '../db/schema.ts';
-import { byIdempotencyKey, keyed, ownedBy, ownedRow, pageLimit, pageStart } from './common.ts';
 import { type Conversation, getConversation, openConversation } from './conversations.ts';
 
 export type MessageDirection = 'inbound' | 'outbound';

@@ -34,6 +34,8 @@ export const endpoints = webhooks.table(
     uniqueIndex('endpoints_idempotency_idx')
       .on(t.accountId, t.livemode, t.idempotencyKey)
       .where(sql`${t.idempotencyKey} is not null`),
+    // The key janitor (kit/resources) frees keys older than 24 hours through this index.
+    index('endpoints_key_expiry_idx').on(t.createdAt).where(sql`${t.idempotencyKey} is not null`),
   ],
 );
 

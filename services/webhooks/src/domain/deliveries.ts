@@ -6,7 +6,7 @@ import { apiError } from '@mcs/errors';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
 import { newId } from '@mcs/kit/ids';
-import { listLimit } from '@mcs/kit/validate';
+import { pageLimit } from '@mcs/kit/resources';
 import { events as eventsProto } from '@mcs/proto';
 import { enumValueName } from '@mcs/rest';
 import { and, asc, desc, eq, inArray, lt } from 'drizzle-orm';
@@ -91,7 +91,7 @@ export async function listDeliveries(
   opts: { limit?: number; startingAfter?: string | undefined; status?: DeliveryStatus | undefined },
 ): Promise<{ data: Delivery[]; hasMore: boolean }> {
   const endpoint = await getEndpoint(tx, caller, endpointId);
-  const limit = listLimit(opts.limit);
+  const limit = pageLimit(opts.limit);
   const rows = await tx
     .select(deliveryColumns)
     .from(deliveries)

@@ -4,7 +4,8 @@ import { apiError } from '@mcs/errors';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
 import { newId } from '@mcs/kit/ids';
-import { listLimit, optionalText } from '@mcs/kit/validate';
+import { pageLimit } from '@mcs/kit/resources';
+import { optionalText } from '@mcs/kit/validate';
 import { events as eventsProto } from '@mcs/proto';
 import { enumValueName } from '@mcs/rest';
 import { and, desc, eq, lt, ne } from 'drizzle-orm';
@@ -254,7 +255,7 @@ export async function listEndpoints(
   caller: Caller,
   opts: { limit?: number; startingAfter?: string },
 ): Promise<{ data: Endpoint[]; hasMore: boolean }> {
-  const limit = listLimit(opts.limit);
+  const limit = pageLimit(opts.limit);
   const rows = await tx
     .select()
     .from(endpoints)

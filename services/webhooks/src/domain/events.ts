@@ -3,7 +3,7 @@
 import { apiError } from '@mcs/errors';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
-import { listLimit } from '@mcs/kit/validate';
+import { pageLimit } from '@mcs/kit/resources';
 import { and, desc, eq, lt } from 'drizzle-orm';
 import { events } from '../db/schema.ts';
 
@@ -31,7 +31,7 @@ export async function listEvents(
   caller: Caller,
   opts: { limit?: number; startingAfter?: string | undefined; type?: string | undefined },
 ): Promise<{ data: StoredEvent[]; hasMore: boolean }> {
-  const limit = listLimit(opts.limit);
+  const limit = pageLimit(opts.limit);
   const rows = await tx
     .select({ id: events.id, payload: events.payload })
     .from(events)

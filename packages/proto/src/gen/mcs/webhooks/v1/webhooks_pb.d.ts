@@ -151,9 +151,9 @@ export declare const GetWebhookEndpointRequestSchema: GenMessage<GetWebhookEndpo
  */
 export declare type ListWebhookEndpointsRequest = Message<"mcs.webhooks.v1.ListWebhookEndpointsRequest"> & {
   /**
-   * @generated from field: int32 limit = 1;
+   * @generated from field: optional int32 limit = 1;
    */
-  limit: number;
+  limit?: number | undefined;
 
   /**
    * @generated from field: string starting_after = 2;
@@ -411,9 +411,9 @@ export declare type ListWebhookDeliveriesRequest = Message<"mcs.webhooks.v1.List
   id: string;
 
   /**
-   * @generated from field: int32 limit = 2;
+   * @generated from field: optional int32 limit = 2;
    */
-  limit: number;
+  limit?: number | undefined;
 
   /**
    * @generated from field: string starting_after = 3;
@@ -507,9 +507,9 @@ export declare const SendTestWebhookRequestSchema: GenMessage<SendTestWebhookReq
  */
 export declare type ListEventsRequest = Message<"mcs.webhooks.v1.ListEventsRequest"> & {
   /**
-   * @generated from field: int32 limit = 1;
+   * @generated from field: optional int32 limit = 1;
    */
-  limit: number;
+  limit?: number | undefined;
 
   /**
    * @generated from field: string starting_after = 2;

@@ -1,0 +1,3 @@
+CREATE INDEX "orders_key_expiry_idx" ON "commerce"."orders" USING btree ("created_at") WHERE "commerce"."orders"."idempotency_key" is not null;--> statement-breakpoint
+CREATE INDEX "payments_key_expiry_idx" ON "commerce"."payments" USING btree ("created_at") WHERE "commerce"."payments"."idempotency_key" is not null;--> statement-breakpoint
+CREATE INDEX "products_key_expiry_idx" ON "commerce"."products" USING btree ("created_at") WHERE "commerce"."products"."idempotency_key" is not null;

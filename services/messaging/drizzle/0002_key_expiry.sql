@@ -1,0 +1,2 @@
+CREATE INDEX "conversations_key_expiry_idx" ON "messaging"."conversations" USING btree ("created_at") WHERE "messaging"."conversations"."idempotency_key" is not null;--> statement-breakpoint
+CREATE INDEX "messages_key_expiry_idx" ON "messaging"."messages" USING btree ("created_at") WHERE "messaging"."messages"."idempotency_key" is not null;

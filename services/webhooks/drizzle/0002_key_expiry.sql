@@ -1,0 +1,1 @@
+CREATE INDEX "endpoints_key_expiry_idx" ON "webhooks"."endpoints" USING btree ("created_at") WHERE "webhooks"."endpoints"."idempotency_key" is not null;
