@@ -1,15 +1,18 @@
 // What a producing service's tests need around its routes: a migrated database of its own, a
 // JetStream namespace of its own, the service's real outbox relay into it, and a probe that
 // reads back every event the relay published.
-import { fromBinary } from '@bufbuild/protobuf';
+import { type DescService, fromBinary } from '@bufbuild/protobuf';
+import { type Client, type ConnectRouter, createClient, createRouterTransport } from '@connectrpc/connect';
+import { CALLER_HEADERS } from '@mcs/kit/caller';
 import type { Database } from '@mcs/kit/db';
 import { createLogger } from '@mcs/kit/log';
 import { connectNats, ensureStream, type StreamNames, streamNames } from '@mcs/kit/nats';
 import { type Relay, startRelay } from '@mcs/kit/outbox';
+import { type ServerHandle, startConnectServer } from '@mcs/kit/server';
 import { events } from '@mcs/proto';
 import type { NatsConnection } from 'nats';
 import { createTestNats, type TestNats } from './nats.ts';
-import { freshDatabase, type MigratedDatabase } from './service.ts';
+import { freshDatabase, grpcClient, type MigratedDatabase } from './service.ts';
 
 export interface EventProbe {
   /** Every event published so far, in stream order. */
@@ -112,4 +115,53 @@ export async function startServiceHarness(opts: {
       await db.close();
     },
   };
+}
+
+export interface ServiceUnderTest<D> {
+  h: ServiceHarness;
+  deps: D;
+  server: ServerHandle;
+  /** A Connect client over the in-memory router transport. */
+  client<S extends DescService>(service: S): Client<S>;
+  /** A stock gRPC client against the real HTTP/2 server. */
+  grpc(): ReturnType<typeof grpcClient>;
+  close(): Promise<void>;
+}
+
+/**
+ * A producing service as its handler tests use it: its real routes over a fresh database, its
+ * real outbox relay into a fresh JetStream namespace (with a probe), an in-memory Connect
+ * transport, and a real server on port 0 for stock gRPC clients.
+ */
+export async function startServiceUnderTest<D>(opts: {
+  migrate: (db: Database) => Promise<void>;
+  schema: string;
+  deps: (h: ServiceHarness) => D;
+  routes: (deps: D) => (router: ConnectRouter) => void;
+}): Promise<ServiceUnderTest<D>> {
+  const h = await startServiceHarness({ migrate: opts.migrate, schema: opts.schema });
+  const deps = opts.deps(h);
+  const transport = createRouterTransport(opts.routes(deps));
+  const server = await startConnectServer({ routes: opts.routes(deps), port: 0 });
+  return {
+    h,
+    deps,
+    server,
+    client: (service) => createClient(service, transport),
+    grpc: () => grpcClient(`127.0.0.1:${server.port}`),
+    async close() {
+      await server.close();
+      await h.close();
+    },
+  };
+}
+
+/** Caller metadata as the gateway sends it. */
+export function callerMeta(accountId: string, opts: { livemode?: boolean; idempotencyKey?: string } = {}) {
+  const headers: Record<string, string> = {
+    [CALLER_HEADERS.account]: accountId,
+    [CALLER_HEADERS.livemode]: String(opts.livemode ?? false),
+  };
+  if (opts.idempotencyKey) headers[CALLER_HEADERS.idempotencyKey] = opts.idempotencyKey;
+  return headers;
 }

@@ -1,10 +1,13 @@
 export { createTestCerts, type TestCerts } from './certs.ts';
 export { createTestDatabase, type TestDatabase } from './db.ts';
 export {
+  callerMeta,
   type EventProbe,
   type ServiceHarness,
+  type ServiceUnderTest,
   startEventProbe,
   startServiceHarness,
+  startServiceUnderTest,
 } from './harness.ts';
 export { createTestNats, type TestNats } from './nats.ts';
 export { type Received, type Receiver, type Reply, startReceiver } from './receiver.ts';
