@@ -30,6 +30,8 @@ export interface GatewayDeps {
   log: Logger;
   /** Non-/v1 pages (docs, OpenAPI); returns false when it does not serve the path. */
   pages?: (req: IncomingMessage, res: ServerResponse, path: string) => boolean;
+  /** The dashboard (HTML, cookies, form POSTs): serves every path under /dashboard itself. */
+  dashboard?: (req: IncomingMessage, res: ServerResponse, path: string) => Promise<void>;
   /** Fault injection for crash tests: `gateway.after_call` dies between a write's answer and storing it. */
   failpoint?: string | undefined;
 }
@@ -122,6 +124,9 @@ export function createHandler(deps: GatewayDeps) {
     try {
       const url = new URL(req.url ?? '/', 'http://gateway');
       path = url.pathname;
+      if (deps.dashboard && (path === '/dashboard' || path.startsWith('/dashboard/'))) {
+        return await deps.dashboard(req, res, path);
+      }
       if (deps.pages?.(req, res, path)) return;
       const match = deps.match(method, path);
       if (match.kind === 'not_found') throw fail('route_not_found', { message: `No route for ${path}.` });

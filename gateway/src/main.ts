@@ -1,5 +1,5 @@
 // The gateway: REST ⇄ Connect for every proto route, API keys, rate limits, idempotency, the
-// error envelope, the OpenAPI document and the docs.
+// error envelope, the OpenAPI document, the docs and the dashboard (Settings → API).
 import http from 'node:http';
 import { createClient, type Transport } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
@@ -8,8 +8,10 @@ import { createDatabase } from '@mcs/kit/db';
 import { createLogger } from '@mcs/kit/log';
 import { connectNats, keyRevocationSubject } from '@mcs/kit/nats';
 import { runProcess } from '@mcs/kit/server';
-import { accounts } from '@mcs/proto';
+import { accounts, webhooks } from '@mcs/proto';
 import { createAuthenticator } from './auth.ts';
+import { createDashboard } from './dashboard/handler.ts';
+import { createSessionStore } from './dashboard/sessions.ts';
 import { migrateGateway } from './db/migrate.ts';
 import { createPages } from './docs.ts';
 import { loadEnv } from './env.ts';
@@ -26,11 +28,18 @@ await runProcess(log, async () => {
   const database = createDatabase(env.DATABASE_URL, { name: 'gateway', max: 16 });
   await migrateGateway(database);
   const idempotency = createIdempotencyStore(database.db, env.IDEMPOTENCY_LOCK_TIMEOUT);
+  const sessions = createSessionStore(database.db);
   const sweep = () =>
-    idempotency.sweep().then(
-      (n) => n > 0 && log.info({ removed: n }, 'expired idempotency keys removed'),
-      (err) => log.warn({ err: (err as Error).message }, 'idempotency sweep failed'),
-    );
+    Promise.all([
+      idempotency.sweep().then(
+        (n) => n > 0 && log.info({ removed: n }, 'expired idempotency keys removed'),
+        (err) => log.warn({ err: (err as Error).message }, 'idempotency sweep failed'),
+      ),
+      sessions.sweep().then(
+        (n) => n > 0 && log.info({ removed: n }, 'expired dashboard sessions removed'),
+        (err) => log.warn({ err: (err as Error).message }, 'session sweep failed'),
+      ),
+    ]);
   void sweep();
   const janitor = setInterval(sweep, 3_600_000);
   janitor.unref();
@@ -51,16 +60,30 @@ await runProcess(log, async () => {
     }
     return c;
   };
-  const auth = createAuthenticator(
-    createClient(accounts.AccountService, transports.get('accounts')!),
-    env.AUTH_CACHE_TTL,
-  );
+  const accountsClient = createClient(accounts.AccountService, transports.get('accounts')!);
+  const auth = createAuthenticator(accountsClient, env.AUTH_CACHE_TTL);
+  const dashboard = createDashboard({
+    sessions,
+    auth,
+    accounts: accountsClient,
+    webhooks: createClient(webhooks.WebhookEndpointService, transports.get('webhooks')!),
+    docsUrl: env.docsUrl,
+    log,
+    keyCheckTtlMs: env.AUTH_CACHE_TTL,
+  });
 
-  // Revocations reach every replica at once; the cache TTL bounds staleness if NATS is down.
+  // Revocations reach every replica at once; the cache TTL bounds staleness if NATS is down
+  // (for dashboard sessions too: each re-checks its key after that TTL).
   const nc = await connectNats(env.NATS_URL, 'gateway');
   const revocations = nc.subscribe(keyRevocationSubject(env.MCS_NATS_PREFIX), {
     callback: (err, msg) => {
-      if (!err) auth.forget(msg.string());
+      if (err) return;
+      const keyId = msg.string();
+      auth.forget(keyId);
+      dashboard.keyRevoked(keyId).then(
+        (n) => n > 0 && log.info({ keyId, sessions: n }, 'dashboard sessions of a revoked key ended'),
+        (e) => log.warn({ keyId, err: (e as Error).message }, 'could not end sessions of a revoked key'),
+      );
     },
   });
 
@@ -78,6 +101,7 @@ await runProcess(log, async () => {
       if (nc.isClosed()) throw new Error('NATS connection closed');
       await nc.flush();
     }),
+    dashboard: dashboard.handle,
     failpoint: env.MCS_FAILPOINT,
   });
   const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {

@@ -1,4 +1,5 @@
-// The gateway's own schema: idempotency keys. Nothing else of the gateway is stored.
+// The gateway's own schema: idempotency keys and dashboard sessions. Nothing else of the gateway
+// is stored.
 import { bytea } from '@mcs/kit/db';
 import { boolean, index, integer, pgSchema, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
 
@@ -28,4 +29,23 @@ export const idempotencyKeys = gateway.table(
     primaryKey({ columns: [t.accountId, t.livemode, t.keyHash] }),
     index('idempotency_created_idx').on(t.createdAt),
   ],
+);
+
+/**
+ * Dashboard sessions (Settings → API): one row per sign-in with a secret API key. The browser
+ * holds a random token; only its SHA-256 is stored, so a copy of this table signs nobody in.
+ */
+export const sessions = gateway.table(
+  'sessions',
+  {
+    /** SHA-256 (hex) of the session token in the `mcs_session` cookie. */
+    id: text('id').primaryKey(),
+    accountId: text('account_id').notNull(),
+    livemode: boolean('livemode').notNull(),
+    /** The API key signed in with: its revocation ends the session. */
+    keyId: text('key_id').notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull(),
+    expiresAt: timestamp('expires_at', { withTimezone: true, mode: 'date' }).notNull(),
+  },
+  (t) => [index('sessions_key_idx').on(t.keyId), index('sessions_expires_idx').on(t.expiresAt)],
 );

@@ -1,0 +1,372 @@
+// The dashboard's HTTP behaviour against a real database and in-memory stand-ins for the
+// accounts and webhooks services (their real behaviour is covered by test/e2e/dashboard.test.ts):
+// sign-in rules, cookies, the CSRF and origin checks, redirects, flashes, escaping, revocation.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { create } from '@bufbuild/protobuf';
+import { timestampNow } from '@bufbuild/protobuf/wkt';
+import { createClient, createRouterTransport } from '@connectrpc/connect';
+import { apiError } from '@mcs/errors';
+import { CALLER_HEADERS } from '@mcs/kit/caller';
+import { createLogger } from '@mcs/kit/log';
+import { accounts, webhooks } from '@mcs/proto';
+import { freshDatabase, type MigratedDatabase } from '@mcs/testkit';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { Authenticator, Principal } from '../auth.ts';
+import { migrateGateway } from '../db/migrate.ts';
+import { csrfTokenFor } from './csrf.ts';
+import { createDashboard, type Dashboard } from './handler.ts';
+import { createSessionStore } from './sessions.ts';
+
+const SECRET = 'sk_test_0123456789abcdefABCDEF';
+const PUBLISHABLE = 'pk_test_0123456789abcdefABCDEF';
+const LIVE = 'sk_live_0123456789abcdefABCDEF';
+const principals: Record<string, Principal> = {
+  [SECRET]: { accountId: 'acct_1', livemode: false, secret: true, rateLimit: 100, keyId: 'key_test' },
+  [PUBLISHABLE]: { accountId: 'acct_1', livemode: false, secret: false, rateLimit: 100, keyId: 'key_pk' },
+  [LIVE]: { accountId: 'acct_1', livemode: true, secret: true, rateLimit: 100, keyId: 'key_live' },
+};
+const auth: Authenticator = {
+  async authenticate(header) {
+    const p = principals[header?.replace(/^Bearer /, '') ?? ''];
+    if (!p) throw apiError('api_key_invalid');
+    return p;
+  },
+  forget() {},
+};
+
+let revoked = new Set<string>();
+let endpoints: webhooks.WebhookEndpoint[] = [];
+const calls: Array<{ method: string; account: string | null; livemode: string | null; key: string | null }> =
+  [];
+
+const webhooksTransport = createRouterTransport((router) =>
+  router.service(webhooks.WebhookEndpointService, {
+    listWebhookEndpoints(_req, ctx) {
+      const mode = ctx.requestHeader.get(CALLER_HEADERS.livemode) === 'true';
+      return { data: endpoints.filter((e) => e.livemode === mode), hasMore: false };
+    },
+    createWebhookEndpoint(req, ctx) {
+      calls.push({
+        method: 'create',
+        account: ctx.requestHeader.get(CALLER_HEADERS.account),
+        livemode: ctx.requestHeader.get(CALLER_HEADERS.livemode),
+        key: ctx.requestHeader.get(CALLER_HEADERS.idempotencyKey),
+      });
+      if (!req.url.startsWith('https://')) {
+        throw apiError('invalid_url', { param: 'url', message: 'url must use https://.' });
+      }
+      const ep = create(webhooks.WebhookEndpointSchema, {
+        id: `we_${endpoints.length + 1}`,
+        url: req.url,
+        events: req.events,
+        status: webhooks.EndpointStatus.ENABLED,
+        livemode: false,
+        createdAt: timestampNow(),
+      });
+      if (req.description !== undefined) ep.description = req.description;
+      endpoints.push(ep);
+      return { ...ep, secret: 'whsec_c2VjcmV0LXNob3duLW9uY2Utb25seS0xMjM0' };
+    },
+    enableWebhookEndpoint(req, ctx) {
+      calls.push({
+        method: 'enable',
+        account: ctx.requestHeader.get(CALLER_HEADERS.account),
+        livemode: ctx.requestHeader.get(CALLER_HEADERS.livemode),
+        key: null,
+      });
+      const ep = endpoints.find((e) => e.id === req.id);
+      if (!ep) throw apiError('resource_missing');
+      ep.status = webhooks.EndpointStatus.ENABLED;
+      ep.failingSince = undefined;
+      ep.lastError = undefined;
+      return ep;
+    },
+  }),
+);
+const accountsTransport = createRouterTransport((router) =>
+  router.service(accounts.AccountService, {
+    listApiKeys(req) {
+      return {
+        data: Object.values(principals)
+          .filter((p) => p.accountId === req.accountId)
+          .map((p) =>
+            create(accounts.ApiKeySchema, {
+              id: p.keyId,
+              ...(revoked.has(p.keyId) ? { revokedAt: timestampNow() } : {}),
+            }),
+          ),
+      };
+    },
+    getAccount(req) {
+      return { id: req.id, email: 'owner@example.com' };
+    },
+  }),
+);
+
+let db: MigratedDatabase;
+let dashboard: Dashboard;
+let server: http.Server;
+let base: string;
+
+beforeAll(async () => {
+  db = await freshDatabase(migrateGateway);
+  dashboard = createDashboard({
+    sessions: createSessionStore(db.db),
+    auth,
+    accounts: createClient(accounts.AccountService, accountsTransport),
+    webhooks: createClient(webhooks.WebhookEndpointService, webhooksTransport),
+    docsUrl: 'http://docs.test/docs',
+    log: createLogger('dashboard-test', 'silent'),
+    keyCheckTtlMs: 0, // ask the accounts stand-in every time
+  });
+  server = http.createServer((req, res) => {
+    res.setHeader('request-id', 'req_test');
+    void dashboard.handle(req, res, new URL(req.url ?? '/', 'http://x').pathname);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+afterAll(async () => {
+  await new Promise((r) => server?.close(r));
+  await db?.close();
+});
+beforeEach(() => {
+  revoked = new Set();
+  endpoints = [];
+  calls.length = 0;
+});
+
+function go(path: string, init: RequestInit = {}) {
+  return fetch(`${base}${path}`, { redirect: 'manual', ...init });
+}
+
+function post(path: string, fields: Record<string, string | string[]>, headers: Record<string, string> = {}) {
+  const body = new URLSearchParams();
+  for (const [k, v] of Object.entries(fields)) for (const x of [v].flat()) body.append(k, x);
+  return go(path, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
+    body,
+  });
+}
+
+/** Signs in; returns the session cookie pair and the CSRF token of the session. */
+async function signIn(key = SECRET) {
+  const res = await post('/dashboard/login', { key });
+  expect(res.status).toBe(303);
+  const set = res.headers.getSetCookie().find((c) => c.startsWith('mcs_session='))!;
+  const token = set.split(';')[0]!.slice('mcs_session='.length);
+  return { cookie: `mcs_session=${token}`, csrf: csrfTokenFor(token), setCookie: set };
+}
+
+const cookiesOf = (res: Response) => res.headers.getSetCookie().map((c) => c.split(';')[0]!);
+
+describe('sign-in', () => {
+  it('sends the security headers on every answer', async () => {
+    for (const path of ['/dashboard/login', '/dashboard/nope', '/dashboard/settings/api']) {
+      const res = await go(path);
+      expect(res.headers.get('content-security-policy')).toBe(
+        "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
+      );
+      expect(res.headers.get('x-frame-options')).toBe('DENY');
+      expect(res.headers.get('cache-control')).toBe('no-store');
+    }
+    expect((await go('/dashboard/nope')).status).toBe(404);
+    const wrong = await go('/dashboard/logout');
+    expect(wrong.status).toBe(405);
+    expect(wrong.headers.get('allow')).toBe('POST');
+  });
+
+  it('redirects to the settings page, and to sign-in without a session', async () => {
+    expect((await go('/dashboard')).headers.get('location')).toBe('/dashboard/settings/api');
+    const res = await go('/dashboard/settings/api');
+    expect(res.status).toBe(303);
+    expect(res.headers.get('location')).toBe('/dashboard/login');
+    const forged = await go('/dashboard/settings/api', {
+      headers: { cookie: `mcs_session=${'A'.repeat(43)}` },
+    });
+    expect(forged.headers.get('location')).toBe('/dashboard/login');
+  });
+
+  it('refuses publishable, unknown and malformed keys with a clear message', async () => {
+    const pk = await post('/dashboard/login', { key: PUBLISHABLE });
+    expect(pk.status).toBe(403);
+    expect(await pk.text()).toContain('Publishable keys (pk_…) are read-only and cannot sign in');
+    expect(pk.headers.getSetCookie()).toEqual([]);
+    const unknown = await post('/dashboard/login', { key: 'sk_test_unknownunknownunknown' });
+    expect(unknown.status).toBe(401);
+    expect(await unknown.text()).toContain('This key is not valid');
+    const odd = await post('/dashboard/login', { key: '<script>' });
+    expect(odd.status).toBe(401);
+    expect(await odd.text()).not.toContain('<script>');
+    expect((await post('/dashboard/login', { key: '' })).status).toBe(400);
+  });
+
+  it('sets an HttpOnly, SameSite=Strict session cookie scoped to /dashboard, Secure over https', async () => {
+    const { setCookie } = await signIn();
+    expect(setCookie).toMatch(
+      /^mcs_session=[A-Za-z0-9_-]{43}; Path=\/dashboard; Max-Age=43200; HttpOnly; SameSite=Strict$/,
+    );
+    const https = await post('/dashboard/login', { key: SECRET }, { 'x-forwarded-proto': 'https' });
+    expect(https.headers.getSetCookie().find((c) => c.startsWith('mcs_session='))).toMatch(/; Secure$/);
+  });
+
+  it('refuses a sign-in posted from another site', async () => {
+    const res = await post('/dashboard/login', { key: SECRET }, { origin: 'https://evil.example' });
+    expect(res.status).toBe(403);
+    expect(res.headers.getSetCookie()).toEqual([]);
+  });
+
+  it('signs out: the session no longer works', async () => {
+    const s = await signIn();
+    const out = await post('/dashboard/logout', { csrf: s.csrf }, { cookie: s.cookie });
+    expect(out.status).toBe(303);
+    expect(out.headers.get('location')).toBe('/dashboard/login?signed_out=1');
+    expect(cookiesOf(out)).toContain('mcs_session=');
+    const after = await go('/dashboard/settings/api', { headers: { cookie: s.cookie } });
+    expect(after.headers.get('location')).toBe('/dashboard/login');
+  });
+});
+
+describe('settings page and actions', () => {
+  it('lists the mode’s endpoints with health, escaping their data', async () => {
+    endpoints.push(
+      create(webhooks.WebhookEndpointSchema, {
+        id: 'we_sick',
+        url: 'https://example.com/hook?a=1&b=<2>',
+        events: ['*'],
+        description: '<script>alert(1)</script>',
+        status: webhooks.EndpointStatus.UNHEALTHY,
+        lastError: 'HTTP 500 <b>',
+        failingSince: timestampNow(),
+        livemode: false,
+      }),
+      create(webhooks.WebhookEndpointSchema, { id: 'we_live', url: 'https://live.example/', livemode: true }),
+    );
+    const s = await signIn();
+    const res = await go('/dashboard/settings/api', { headers: { cookie: s.cookie } });
+    expect(res.status).toBe(200);
+    const page = await res.text();
+    expect(page).toContain('data-status="unhealthy"');
+    expect(page).toContain('&lt;script&gt;alert(1)&lt;/script&gt;');
+    expect(page).toContain('https://example.com/hook?a=1&amp;b=&lt;2&gt;');
+    expect(page).toContain('HTTP 500 &lt;b&gt;');
+    expect(page).not.toContain('<script');
+    expect(page).not.toContain('we_live');
+    expect(page).toContain('owner@example.com');
+    expect(page).toContain('/dashboard/settings/api/webhooks/we_sick/enable');
+    // Every form but sign-in carries the CSRF token.
+    const forms = page.match(/<form /g)!.length;
+    expect(page.split(`name="csrf" value="${s.csrf}"`).length - 1).toBe(forms);
+
+    const live = await signIn(LIVE);
+    const livePage = await (await go('/dashboard/settings/api', { headers: { cookie: live.cookie } })).text();
+    expect(livePage).toContain('we_live');
+    expect(livePage).not.toContain('we_sick');
+  });
+
+  it('refuses a POST without the session’s CSRF token, or from another origin', async () => {
+    endpoints.push(
+      create(webhooks.WebhookEndpointSchema, { id: 'we_1', status: webhooks.EndpointStatus.UNHEALTHY }),
+    );
+    const s = await signIn();
+    const other = await signIn();
+    const path = '/dashboard/settings/api/webhooks/we_1/enable';
+    const forged: Array<Record<string, string>> = [{}, { csrf: '' }, { csrf: 'x' }, { csrf: other.csrf }];
+    for (const fields of forged) {
+      const res = await post(path, fields, { cookie: s.cookie });
+      expect(res.status, JSON.stringify(fields)).toBe(403);
+    }
+    const json = await go(path, {
+      method: 'POST',
+      headers: { cookie: s.cookie, 'content-type': 'application/json' },
+      body: JSON.stringify({ csrf: s.csrf }),
+    });
+    expect(json.status).toBe(403);
+    const crossSite = await post(
+      path,
+      { csrf: s.csrf },
+      { cookie: s.cookie, origin: 'https://evil.example' },
+    );
+    expect(crossSite.status).toBe(403);
+    const fetchMeta = await post(
+      path,
+      { csrf: s.csrf },
+      { cookie: s.cookie, 'sec-fetch-site': 'cross-site' },
+    );
+    expect(fetchMeta.status).toBe(403);
+    expect(calls).toEqual([]);
+
+    // Without a session: sign in first.
+    expect((await post(path, { csrf: s.csrf })).headers.get('location')).toBe('/dashboard/login');
+
+    const ok = await post(path, { csrf: s.csrf }, { cookie: s.cookie, origin: base });
+    expect(ok.status).toBe(303);
+    expect(ok.headers.get('location')).toBe('/dashboard/settings/api');
+    expect(calls).toEqual([{ method: 'enable', account: 'acct_1', livemode: 'false', key: null }]);
+  });
+
+  it('shows the outcome once, after the redirect, with a new secret only then', async () => {
+    const s = await signIn();
+    const added = await post(
+      '/dashboard/settings/api/webhooks',
+      {
+        csrf: s.csrf,
+        url: 'https://example.com/new',
+        events: ['order.created', 'order.updated'],
+        description: 'shop',
+        idempotency_key: 'dash_AAAAAAAAAAAAAAAAAAAAAA',
+      },
+      { cookie: s.cookie },
+    );
+    expect(added.status).toBe(303);
+    expect(calls[0]).toMatchObject({ method: 'create', key: 'dash_AAAAAAAAAAAAAAAAAAAAAA' });
+    const flash = cookiesOf(added).find((c) => c.startsWith('mcs_flash='))!;
+    expect(flash).not.toContain('whsec_');
+    const page = await go('/dashboard/settings/api', { headers: { cookie: `${s.cookie}; ${flash}` } });
+    const text = await page.text();
+    expect(text).toContain('whsec_c2VjcmV0LXNob3duLW9uY2Utb25seS0xMjM0');
+    expect(text).toContain('Endpoint https://example.com/new added.');
+    expect(cookiesOf(page)).toContain('mcs_flash=');
+    // Another session cannot open it.
+    const other = await signIn();
+    const stolen = await go('/dashboard/settings/api', { headers: { cookie: `${other.cookie}; ${flash}` } });
+    expect(await stolen.text()).not.toContain('whsec_');
+  });
+
+  it('shows a service error as a message and keeps the form, never a 500', async () => {
+    const s = await signIn();
+    const res = await post(
+      '/dashboard/settings/api/webhooks',
+      { csrf: s.csrf, url: 'ftp://example.com/<x>', events: 'order.created', description: 'd"q' },
+      { cookie: s.cookie },
+    );
+    expect(res.status).toBe(303);
+    const flash = cookiesOf(res).find((c) => c.startsWith('mcs_flash='))!;
+    const page = await go('/dashboard/settings/api', { headers: { cookie: `${s.cookie}; ${flash}` } });
+    expect(page.status).toBe(200);
+    const text = await page.text();
+    expect(text).toContain('The endpoint was not added: url must use https://.');
+    expect(text).toContain('value="ftp://example.com/&lt;x&gt;"');
+    expect(text).toContain('value="d&quot;q"');
+    expect(text).toMatch(/value="order.created" checked/);
+  });
+});
+
+describe('revocation', () => {
+  it('ends the sessions of a revoked key when told, and notices a missed revocation', async () => {
+    const a = await signIn();
+    expect(await dashboard.keyRevoked('key_test')).toBeGreaterThanOrEqual(1);
+    expect(
+      (await go('/dashboard/settings/api', { headers: { cookie: a.cookie } })).headers.get('location'),
+    ).toBe('/dashboard/login');
+
+    const b = await signIn();
+    revoked.add('key_test'); // revoked while this gateway missed the NATS message
+    const res = await go('/dashboard/settings/api', { headers: { cookie: b.cookie } });
+    expect(res.headers.get('location')).toBe('/dashboard/login');
+    const { rows } = await db.pool.query("select 1 from gateway.sessions where key_id = 'key_test'");
+    expect(rows).toEqual([]);
+  });
+});

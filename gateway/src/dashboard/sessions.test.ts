@@ -1,0 +1,85 @@
+import { createHash } from 'node:crypto';
+import { freshDatabase, type MigratedDatabase } from '@mcs/testkit';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { migrateGateway } from '../db/migrate.ts';
+import { createSessionStore, SESSION_LIFETIME_MS, type SessionStore } from './sessions.ts';
+
+let db: MigratedDatabase;
+let store: SessionStore;
+let n = 0;
+beforeAll(async () => {
+  db = await freshDatabase(migrateGateway);
+  store = createSessionStore(db.db);
+});
+afterAll(() => db?.close());
+
+const who = (keyId = `key_${++n}`) => ({ accountId: 'acct_1', livemode: false, keyId });
+const t0 = new Date('2026-01-01T00:00:00Z');
+const at = (ms: number) => new Date(t0.getTime() + ms);
+
+describe('dashboard sessions', () => {
+  it('creates a session found by its token until it expires 12 hours later', async () => {
+    const { token, session } = await store.create(who(), t0);
+    expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(session).toMatchObject({ accountId: 'acct_1', livemode: false, createdAt: t0 });
+    expect(session.expiresAt.getTime() - t0.getTime()).toBe(SESSION_LIFETIME_MS);
+    expect(await store.find(token, at(1))).toEqual(session);
+    expect(await store.find(token, at(SESSION_LIFETIME_MS - 1))).toEqual(session);
+    expect(await store.find(token, at(SESSION_LIFETIME_MS))).toBeUndefined();
+  });
+
+  it('stores only the SHA-256 of the token', async () => {
+    const { token, session } = await store.create(who(), t0);
+    expect(session.id).toBe(createHash('sha256').update(token).digest('hex'));
+    const { rows } = await db.pool.query('select * from gateway.sessions where id = $1', [session.id]);
+    expect(rows).toHaveLength(1);
+    expect(JSON.stringify(rows)).not.toContain(token);
+  });
+
+  it('gives every sign-in its own token', async () => {
+    const a = await store.create(who('key_same'), t0);
+    const b = await store.create(who('key_same'), t0);
+    expect(a.token).not.toBe(b.token);
+    expect(a.session.id).not.toBe(b.session.id);
+  });
+
+  it('finds nothing for unknown, malformed or hashed tokens', async () => {
+    const { session } = await store.create(who(), t0);
+    for (const token of ['', 'x', 'A'.repeat(43), session.id, `${'A'.repeat(42)}'`, 'A'.repeat(44)]) {
+      expect(await store.find(token, at(1)), token).toBeUndefined();
+    }
+  });
+
+  it('signs out one session only', async () => {
+    const keyId = `key_${++n}`;
+    const a = await store.create(who(keyId), t0);
+    const b = await store.create(who(keyId), t0);
+    await store.delete(a.token);
+    expect(await store.find(a.token, at(1))).toBeUndefined();
+    expect(await store.find(b.token, at(1))).toBeDefined();
+    await store.delete('not a token'); // harmless
+  });
+
+  it('ends every session of a revoked key, and no other', async () => {
+    const revoked = `key_${++n}`;
+    const a = await store.create(who(revoked), t0);
+    const b = await store.create({ ...who(revoked), livemode: true }, t0);
+    const other = await store.create(who(), t0);
+    expect(await store.deleteForKey(revoked)).toBe(2);
+    expect(await store.find(a.token, at(1))).toBeUndefined();
+    expect(await store.find(b.token, at(1))).toBeUndefined();
+    expect(await store.find(other.token, at(1))).toBeDefined();
+    expect(await store.deleteForKey(revoked)).toBe(0);
+  });
+
+  it('sweeps expired sessions only', async () => {
+    const later = at(10 * SESSION_LIFETIME_MS);
+    const old = await store.create(who(), t0);
+    const fresh = await store.create(who(), later);
+    expect(await store.sweep(at(10 * SESSION_LIFETIME_MS + 1))).toBeGreaterThanOrEqual(1);
+    const { rows } = await db.pool.query('select id from gateway.sessions where id = any($1)', [
+      [old.session.id, fresh.session.id],
+    ]);
+    expect(rows.map((r) => r.id)).toEqual([fresh.session.id]);
+  });
+});

@@ -1,0 +1,94 @@
+// Dashboard sessions: an account holder signs in with a secret API key and gets a random
+// 32-byte token in the `mcs_session` cookie. The table keeps only the token's SHA-256, so reading
+// it signs nobody in. A session ends when signed out, after 12 hours, or when its key is revoked.
+import { createHash, randomBytes } from 'node:crypto';
+import type { Db } from '@mcs/kit/db';
+import { and, eq, gt, lte } from 'drizzle-orm';
+import { sessions } from '../db/schema.ts';
+
+export const SESSION_LIFETIME_MS = 12 * 3600 * 1000;
+
+export interface Session {
+  /** SHA-256 (hex) of the token. */
+  id: string;
+  accountId: string;
+  livemode: boolean;
+  keyId: string;
+  createdAt: Date;
+  expiresAt: Date;
+}
+
+export interface SignedIn {
+  accountId: string;
+  livemode: boolean;
+  keyId: string;
+}
+
+export interface SessionStore {
+  /** A new session for a verified secret key; the token goes to the cookie and nowhere else. */
+  create(who: SignedIn, now?: Date): Promise<{ token: string; session: Session }>;
+  /** The unexpired session of a token, or undefined for an unknown, malformed or expired one. */
+  find(token: string, now?: Date): Promise<Session | undefined>;
+  /** Signs out (nothing happens for an unknown token). */
+  delete(token: string): Promise<void>;
+  /** Ends every session signed in with a key (the key was revoked); returns how many. */
+  deleteForKey(keyId: string): Promise<number>;
+  /** Removes expired sessions; returns how many. */
+  sweep(now?: Date): Promise<number>;
+}
+
+/** base64url of 32 random bytes. */
+const TOKEN_SHAPE = /^[A-Za-z0-9_-]{43}$/;
+
+export function newSessionToken(): string {
+  return randomBytes(32).toString('base64url');
+}
+
+export function sessionIdOf(token: string): string {
+  return createHash('sha256').update(token, 'utf8').digest('hex');
+}
+
+export function isSessionToken(token: string): boolean {
+  return TOKEN_SHAPE.test(token);
+}
+
+export function createSessionStore(db: Db): SessionStore {
+  return {
+    async create(who, now = new Date()) {
+      const token = newSessionToken();
+      const session: Session = {
+        id: sessionIdOf(token),
+        accountId: who.accountId,
+        livemode: who.livemode,
+        keyId: who.keyId,
+        createdAt: now,
+        expiresAt: new Date(now.getTime() + SESSION_LIFETIME_MS),
+      };
+      await db.insert(sessions).values(session);
+      return { token, session };
+    },
+    async find(token, now = new Date()) {
+      if (!isSessionToken(token)) return undefined;
+      const [row] = await db
+        .select()
+        .from(sessions)
+        .where(and(eq(sessions.id, sessionIdOf(token)), gt(sessions.expiresAt, now)));
+      return row;
+    },
+    async delete(token) {
+      if (!isSessionToken(token)) return;
+      await db.delete(sessions).where(eq(sessions.id, sessionIdOf(token)));
+    },
+    async deleteForKey(keyId) {
+      const gone = await db.delete(sessions).where(eq(sessions.keyId, keyId)).returning({ id: sessions.id });
+      return gone.length;
+    },
+    async sweep(now = new Date()) {
+      const gone = await db
+        .delete(sessions)
+        .where(lte(sessions.expiresAt, now))
+        .returning({ id: sessions.id });
+      return gone.length;
+    },
+  };
+}

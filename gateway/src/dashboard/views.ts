@@ -1,0 +1,354 @@
+// The dashboard's HTML, rendered on the server: no scripts, no external assets, one small inline
+// style sheet. Every interpolated value goes through `html`, which escapes it unless it is
+// markup this file built itself, so data from accounts (URLs, descriptions, receivers' answers)
+// can never become markup.
+import type { Flash } from './flash.ts';
+
+/** Markup that is already safe; only `html` and `raw` make one. */
+export class SafeHtml {
+  readonly value: string;
+  constructor(value: string) {
+    this.value = value;
+  }
+  toString(): string {
+    return this.value;
+  }
+}
+
+const ESCAPES: Record<string, string> = {
+  '&': '&amp;',
+  '<': '&lt;',
+  '>': '&gt;',
+  '"': '&quot;',
+  "'": '&#39;',
+};
+
+export function escapeHtml(s: string): string {
+  return s.replace(/[&<>"']/g, (c) => ESCAPES[c]!);
+}
+
+function piece(v: unknown): string {
+  if (v instanceof SafeHtml) return v.value;
+  if (Array.isArray(v)) return v.map(piece).join('');
+  if (v === null || v === undefined || v === false) return '';
+  return escapeHtml(String(v));
+}
+
+/** A template whose interpolations are escaped (arrays are joined, null/undefined/false omitted). */
+export function html(strings: TemplateStringsArray, ...values: unknown[]): SafeHtml {
+  let out = strings[0]!;
+  for (let i = 0; i < values.length; i++) out += piece(values[i]) + strings[i + 1]!;
+  return new SafeHtml(out);
+}
+
+export type EndpointStatus = 'enabled' | 'unhealthy' | 'disabled' | 'unknown';
+export type DeliveryStatus = 'pending' | 'succeeded' | 'failed' | 'skipped' | 'unknown';
+
+export interface EndpointView {
+  id: string;
+  url: string;
+  events: string[];
+  description: string | null;
+  status: EndpointStatus;
+  failingSince: Date | null;
+  lastError: string | null;
+  createdAt: Date | null;
+}
+
+export interface AttemptView {
+  number: number;
+  at: Date | null;
+  statusCode: number | null;
+  error: string | null;
+  latencyMs: number;
+  responseExcerpt: string | null;
+}
+
+export interface DeliveryView {
+  id: string;
+  event: string;
+  eventType: string | null;
+  status: DeliveryStatus;
+  attemptCount: number;
+  nextAttemptAt: Date | null;
+  createdAt: Date | null;
+  attempts: AttemptView[];
+}
+
+/** Who is signed in, and the CSRF token every form of the page carries. */
+export interface Viewer {
+  accountId: string;
+  email: string | null;
+  livemode: boolean;
+  csrf: string;
+}
+
+export const BASE = '/dashboard';
+export const SETTINGS = `${BASE}/settings/api`;
+export const endpointPath = (id: string) => `${SETTINGS}/webhooks/${encodeURIComponent(id)}`;
+
+const STYLE = `
+:root{--fg:#1a1a2e;--muted:#5b5b70;--line:#e3e3ea;--bg:#f6f6f9;--accent:#3a4fd8;--red:#b42318;
+--redbg:#fef3f2;--green:#067647;--greenbg:#ecfdf3;--amber:#b54708;--amberbg:#fffaeb}
+*{box-sizing:border-box}
+body{margin:0;font:15px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif;color:var(--fg);background:var(--bg)}
+header{background:var(--fg);color:#fff;display:flex;align-items:center;gap:1rem;padding:.65rem 1.5rem;flex-wrap:wrap}
+header .brand{font-weight:700;letter-spacing:.02em}
+header .crumb{color:#c9c9e0}
+header .who{margin-left:auto;color:#c9c9e0;font-size:.9rem;display:flex;gap:.8rem;align-items:center}
+header form{margin:0}
+header button{background:transparent;color:#fff;border-color:#5b5b70}
+.mode{font-size:.72rem;font-weight:700;padding:.1rem .55rem;border-radius:999px;text-transform:uppercase;letter-spacing:.04em}
+.mode.test{background:#fdb022;color:var(--fg)}
+.mode.live{background:#32d583;color:var(--fg)}
+main{max-width:62rem;margin:1.5rem auto 3rem;padding:0 1.5rem}
+h1{font-size:1.5rem;margin:.2rem 0 .4rem}
+h2{font-size:1.15rem;margin:2rem 0 .5rem}
+p.lead{color:var(--muted);margin:.2rem 0 1rem}
+a{color:var(--accent)}
+code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.88em}
+.card>label.field:first-of-type{margin-top:0}
+.card{background:#fff;border:1px solid var(--line);border-radius:10px;padding:1rem 1.2rem;margin:.8rem 0}
+.card.unhealthy{border-color:#fda29b;box-shadow:inset 4px 0 0 var(--red)}
+.card.disabled{background:#fafafb}
+.row{display:flex;flex-wrap:wrap;align-items:center;gap:.5rem}
+.url{font:600 .95rem ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;word-break:break-all}
+.badge{font-size:.72rem;font-weight:700;padding:.1rem .55rem;border-radius:999px;text-transform:uppercase;letter-spacing:.04em}
+.badge.enabled,.badge.succeeded{background:var(--greenbg);color:var(--green)}
+.badge.unhealthy,.badge.failed{background:var(--redbg);color:var(--red)}
+.badge.disabled,.badge.skipped,.badge.unknown{background:#f2f4f7;color:#475467}
+.badge.pending{background:var(--amberbg);color:var(--amber)}
+.chip{font:.8rem ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:#eef0fb;color:#2d3a8c;padding:.05rem .45rem;border-radius:4px}
+.meta{color:var(--muted);font-size:.88rem;margin:.35rem 0}
+.note{border-radius:6px;padding:.5rem .75rem;margin:.6rem 0;font-size:.9rem}
+.note.bad{background:var(--redbg);color:var(--red)}
+.note.warn{background:var(--amberbg);color:var(--amber)}
+.note.off{background:#f2f4f7;color:#475467}
+.actions{display:flex;flex-wrap:wrap;gap:.45rem;margin-top:.8rem;align-items:center}
+.actions form{margin:0}
+button{font:inherit;font-size:.88rem;padding:.3rem .85rem;border-radius:6px;border:1px solid #d0d5dd;background:#fff;color:var(--fg);cursor:pointer}
+button:hover{border-color:#98a2b3}
+button.primary{background:var(--accent);border-color:var(--accent);color:#fff}
+button.danger{color:var(--red);border-color:#fda29b}
+details{display:inline-block}
+details summary{cursor:pointer;color:var(--red);font-size:.88rem;padding:.3rem .2rem}
+details form{display:inline-block;margin-left:.4rem}
+.flash{padding:.75rem 1rem;border-radius:8px;margin:1rem 0;border:1px solid}
+.flash.ok{background:var(--greenbg);border-color:#abefc6;color:var(--green)}
+.flash.error{background:var(--redbg);border-color:#fecdca;color:var(--red)}
+.secret{display:block;margin-top:.45rem;font:600 .95rem ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:#fff;color:var(--fg);border:1px dashed #98a2b3;padding:.45rem .65rem;border-radius:6px;word-break:break-all;user-select:all}
+label.field{display:block;font-weight:600;margin:.9rem 0 .3rem}
+input[type=url],input[type=text],input[type=password]{width:100%;font:inherit;padding:.45rem .6rem;border:1px solid #d0d5dd;border-radius:6px;background:#fff}
+fieldset{border:0;padding:0;margin:.9rem 0 0}
+legend{font-weight:600;padding:0;margin-bottom:.3rem}
+.events{display:grid;grid-template-columns:repeat(auto-fill,minmax(12.5rem,1fr));gap:.15rem .8rem}
+.events label{display:flex;gap:.4rem;align-items:center;font-size:.92rem}
+.submit{margin-top:1rem}
+table{width:100%;border-collapse:collapse;font-size:.86rem;margin-top:.6rem}
+th,td{text-align:left;padding:.35rem .5rem;border-bottom:1px solid var(--line);vertical-align:top}
+th{color:var(--muted);font-weight:600}
+td.excerpt{max-width:18rem;word-break:break-all}
+.empty{color:var(--muted);font-style:italic}
+.login{max-width:28rem;margin:4rem auto}
+`;
+
+function layout(title: string, body: SafeHtml, viewer?: Viewer): string {
+  const header = viewer
+    ? html`<header><span class="brand">mcs</span><span class="crumb">Settings → API</span>
+<span class="mode ${viewer.livemode ? 'live' : 'test'}">${viewer.livemode ? 'Live mode' : 'Test mode'}</span>
+<span class="who"><span>${viewer.email ?? viewer.accountId} · <span class="mono">${viewer.accountId}</span></span>
+<form method="post" action="${BASE}/logout">${csrfField(viewer)}<button type="submit">Sign out</button></form></span></header>`
+    : html`<header><span class="brand">mcs</span><span class="crumb">Dashboard</span></header>`;
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="same-origin">
+<style>${STYLE}</style></head>
+<body>${header}<main>${body}</main></body></html>`;
+}
+
+const csrfField = (viewer: Viewer) => html`<input type="hidden" name="csrf" value="${viewer.csrf}">`;
+
+function postButton(viewer: Viewer, action: string, label: string, cls = ''): SafeHtml {
+  return html`<form method="post" action="${action}">${csrfField(viewer)}<button type="submit"${
+    cls ? html` class="${cls}"` : ''
+  }>${label}</button></form>`;
+}
+
+export function time(d: Date | null): SafeHtml {
+  if (!d) return html`—`;
+  const iso = d.toISOString();
+  return html`<time datetime="${iso}">${iso.slice(0, 19).replace('T', ' ')} UTC</time>`;
+}
+
+function flashBox(flash: Flash | undefined): SafeHtml {
+  if (!flash) return html``;
+  const secret = flash.secret
+    ? html`<br>Signing secret of <span class="mono">${flash.secret.endpoint}</span> — copy it now, it is
+shown only this once:<code class="secret" data-endpoint="${flash.secret.endpoint}">${flash.secret.value}</code>`
+    : '';
+  return html`<div class="flash ${flash.kind}" role="${flash.kind === 'error' ? 'alert' : 'status'}">${flash.text}${secret}</div>`;
+}
+
+const STATUS_LABEL: Record<EndpointStatus, string> = {
+  enabled: 'Enabled',
+  unhealthy: 'Unhealthy',
+  disabled: 'Disabled',
+  unknown: 'Unknown',
+};
+
+function healthNote(ep: EndpointView): SafeHtml {
+  const detail = html`${ep.failingSince ? html`Failing since ${time(ep.failingSince)}` : ''}${
+    ep.failingSince && ep.lastError ? ' · ' : ''
+  }${ep.lastError ? html`Last error: <strong>${ep.lastError}</strong>` : ''}`;
+  switch (ep.status) {
+    case 'unhealthy':
+      return html`<div class="note bad"><strong>Deliveries are stopped:</strong> every retry of a delivery
+failed, so nothing is sent to this endpoint until you re-enable it. ${detail}</div>`;
+    case 'disabled':
+      return html`<div class="note off">Disabled: nothing is sent and new events are not recorded for it.</div>`;
+    case 'enabled':
+      return ep.failingSince
+        ? html`<div class="note warn">Deliveries are failing and being retried. ${detail}</div>`
+        : html``;
+    case 'unknown':
+      return html``;
+    default: {
+      const never: never = ep.status;
+      throw new Error(`unknown endpoint status ${String(never)}`);
+    }
+  }
+}
+
+function endpointCard(viewer: Viewer, ep: EndpointView): SafeHtml {
+  const path = endpointPath(ep.id);
+  const canEnable = ep.status === 'unhealthy' || ep.status === 'disabled';
+  return html`<article class="card endpoint ${ep.status}" id="${ep.id}" data-status="${ep.status}">
+<div class="row"><span class="url">${ep.url}</span><span class="badge ${ep.status}">${STATUS_LABEL[ep.status]}</span></div>
+<p class="meta"><span class="mono">${ep.id}</span> · added ${time(ep.createdAt)}${
+    ep.description ? html` · <span class="description">${ep.description}</span>` : ''
+  }</p>
+<div class="row">${ep.events.map((e) => html`<span class="chip">${e === '*' ? '* (all events)' : e}</span>`)}</div>
+${healthNote(ep)}
+<div class="actions">
+${canEnable ? postButton(viewer, `${path}/enable`, 'Re-enable', 'primary') : ''}
+${ep.status !== 'disabled' ? postButton(viewer, `${path}/disable`, 'Disable') : ''}
+${postButton(viewer, `${path}/rotate_secret`, 'Rotate secret')}
+<a href="${path}/deliveries">Deliveries</a>
+<details><summary>Delete…</summary>${postButton(viewer, `${path}/delete`, 'Delete this endpoint', 'danger')}</details>
+</div></article>`;
+}
+
+function newEndpointForm(viewer: Viewer, eventTypes: string[], form: Flash['form'], idempotencyKey: string) {
+  const chosen = new Set(form?.events ?? []);
+  return html`<form class="card" id="add-endpoint" method="post" action="${SETTINGS}/webhooks">
+${csrfField(viewer)}<input type="hidden" name="idempotency_key" value="${idempotencyKey}">
+<label class="field" for="url">Endpoint URL</label>
+<input type="url" id="url" name="url" required placeholder="https://example.com/webhooks" value="${form?.url ?? ''}">
+<fieldset><legend>Events to send</legend><div class="events">
+${['*', ...eventTypes].map(
+  (t) =>
+    html`<label><input type="checkbox" name="events" value="${t}"${chosen.has(t) ? ' checked' : ''}> ${
+      t === '*' ? html`<span><code>*</code> all events</span>` : html`<code>${t}</code>`
+    }</label>`,
+)}
+</div></fieldset>
+<label class="field" for="description">Description <span class="meta">(optional)</span></label>
+<input type="text" id="description" name="description" maxlength="500" value="${form?.description ?? ''}">
+<div class="submit"><button type="submit" class="primary">Add endpoint</button></div>
+</form>`;
+}
+
+export function settingsPage(opts: {
+  viewer: Viewer;
+  endpoints: EndpointView[];
+  eventTypes: string[];
+  flash?: Flash | undefined;
+  /** Why the endpoints could not be listed, if they could not. */
+  loadError?: string | undefined;
+  idempotencyKey: string;
+}): string {
+  const { viewer, endpoints } = opts;
+  const list = opts.loadError
+    ? html`<div class="flash error" role="alert">${opts.loadError}</div>`
+    : endpoints.length === 0
+      ? html`<p class="empty">No webhook endpoints yet.</p>`
+      : endpoints.map((ep) => endpointCard(viewer, ep));
+  const body = html`<h1>Settings → API</h1>
+<p class="lead">${viewer.livemode ? 'Live' : 'Test'}-mode settings of this account. Sign in with a
+${viewer.livemode ? 'test' : 'live'} secret key to see the other mode.</p>
+${flashBox(opts.flash)}
+<h2>Webhook endpoints</h2>
+<p class="meta">Each event is sent as a signed HTTPS POST (<code>X-Service-Signature</code>) to every endpoint
+subscribed to it. When all retries of a delivery fail, the endpoint turns unhealthy and receives nothing more
+until it is re-enabled here.</p>
+${list}
+<h2>Add an endpoint</h2>
+${newEndpointForm(viewer, opts.eventTypes, opts.flash?.kind === 'error' ? opts.flash.form : undefined, opts.idempotencyKey)}`;
+  return layout('Settings → API · mcs', body, viewer);
+}
+
+function attemptsTable(attempts: AttemptView[]): SafeHtml {
+  if (attempts.length === 0) return html`<p class="meta">No attempts.</p>`;
+  return html`<table><thead><tr><th>#</th><th>Time</th><th>Result</th><th>Latency</th><th>Response</th></tr></thead>
+<tbody>${attempts.map(
+    (a) =>
+      html`<tr class="attempt"><td>${a.number}</td><td>${time(a.at)}</td><td>${
+        a.error
+          ? html`<span class="badge failed">${a.error}</span>`
+          : html`<span class="badge succeeded">HTTP ${a.statusCode ?? ''}</span>`
+      }</td><td>${a.latencyMs} ms</td><td class="excerpt mono">${a.responseExcerpt ?? ''}</td></tr>`,
+  )}</tbody></table>`;
+}
+
+export function deliveriesPage(opts: {
+  viewer: Viewer;
+  endpoint: EndpointView;
+  deliveries: DeliveryView[];
+  /** The link to the next (older) page, if there is one. */
+  older: string | undefined;
+  flash?: Flash | undefined;
+}): string {
+  const { viewer, endpoint } = opts;
+  const path = endpointPath(endpoint.id);
+  const items =
+    opts.deliveries.length === 0
+      ? html`<p class="empty">No deliveries yet.</p>`
+      : opts.deliveries.map(
+          (d) => html`<article class="card delivery ${d.status}" id="${d.id}" data-status="${d.status}">
+<div class="row"><span class="chip">${d.eventType ?? 'event'}</span><span class="mono">${d.event}</span>
+<span class="badge ${d.status}">${d.status}</span></div>
+<p class="meta"><span class="mono">${d.id}</span> · created ${time(d.createdAt)} · ${d.attemptCount}
+attempt${d.attemptCount === 1 ? '' : 's'}${d.nextAttemptAt ? html` · next attempt ${time(d.nextAttemptAt)}` : ''}</p>
+${attemptsTable(d.attempts)}
+${d.status !== 'pending' ? html`<div class="actions">${postButton(viewer, `${path}/deliveries/${encodeURIComponent(d.id)}/retry`, 'Resend now')}</div>` : ''}
+</article>`,
+        );
+  const body = html`<p><a href="${SETTINGS}">← Settings → API</a></p>
+<h1>Deliveries</h1>
+<p class="lead"><span class="url">${endpoint.url}</span> <span class="badge ${endpoint.status}">${STATUS_LABEL[endpoint.status]}</span>
+<span class="mono meta">${endpoint.id}</span></p>
+${flashBox(opts.flash)}
+${items}
+${opts.older ? html`<p><a href="${opts.older}">Older deliveries →</a></p>` : ''}`;
+  return layout('Deliveries · mcs', body, viewer);
+}
+
+export function loginPage(opts: { error?: string; notice?: string } = {}): string {
+  const body = html`<div class="login"><h1>Sign in</h1>
+<p class="lead">Sign in to Settings → API with one of your account's secret API keys
+(<code>sk_test_…</code> for test mode, <code>sk_live_…</code> for live mode).</p>
+${opts.notice ? html`<div class="flash ok" role="status">${opts.notice}</div>` : ''}
+${opts.error ? html`<div class="flash error" role="alert">${opts.error}</div>` : ''}
+<form class="card" method="post" action="${BASE}/login">
+<label class="field" for="key">Secret API key</label>
+<input type="password" id="key" name="key" required autocomplete="off" spellcheck="false" placeholder="sk_test_…">
+<div class="submit"><button type="submit" class="primary">Sign in</button></div>
+</form></div>`;
+  return layout('Sign in · mcs', body);
+}
+
+export function messagePage(title: string, text: string, viewer?: Viewer): string {
+  const body = html`<h1>${title}</h1><p>${text}</p><p><a href="${SETTINGS}">Back to Settings → API</a></p>`;
+  return layout(`${title} · mcs`, body, viewer);
+}

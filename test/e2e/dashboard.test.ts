@@ -1,0 +1,288 @@
+// The dashboard (Settings → API, spec 1 and 3.1) in Debian's Chromium, against the whole stack:
+// an endpoint made unhealthy by a failing receiver is seen and re-enabled by the account holder,
+// after which new events flow again; endpoints are added and secrets rotated from the page;
+// publishable keys, forged POSTs, signed-out and revoked sessions are refused.
+import { type AccountKeys, type Receiver, type Stack, startReceiver, startStack } from '@mcs/testkit';
+import { verifyServiceSignature } from '@mcs/webhook-verify';
+import { type Browser, type BrowserContext, chromium, type Locator, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+let stack: Stack;
+let browser: Browser;
+const receivers: Receiver[] = [];
+
+beforeAll(async () => {
+  stack = await startStack({
+    env: {
+      WEBHOOK_RETRY_SCHEDULE: Array(5).fill('100ms').join(','),
+      WEBHOOK_TIMEOUT: '1s',
+      WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
+      WEBHOOK_ALLOW_HTTP: 'true',
+    },
+  });
+  browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await stack?.stop();
+  await Promise.all(receivers.map((r) => r.close()));
+});
+
+async function receiver(): Promise<Receiver> {
+  const r = await startReceiver();
+  receivers.push(r);
+  return r;
+}
+
+async function api(key: string, method: string, path: string, body?: unknown) {
+  const res = await fetch(`${stack.baseUrl}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  expect(res.status, text).toBe(200);
+  return JSON.parse(text) as Record<string, any>;
+}
+
+const newOrder = (key: string) =>
+  api(key, 'POST', '/v1/orders', {
+    customer: { name: 'Ada Lovelace', phone: '+4915112345678' },
+    currency: 'EUR',
+    items: [{ name: 'Tea', unit_amount: 450, quantity: 2 }],
+  });
+
+async function until<T>(fn: () => Promise<T | undefined | false>, timeoutMs = 15_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+const settingsUrl = () => `${stack.baseUrl}/dashboard/settings/api`;
+
+async function signIn(context: BrowserContext, key: string): Promise<Page> {
+  const page = await context.newPage();
+  await page.goto(`${stack.baseUrl}/dashboard`);
+  expect(new URL(page.url()).pathname).toBe('/dashboard/login');
+  await page.fill('#key', key);
+  await submit(page, 'button[type=submit]');
+  return page;
+}
+
+/** Clicks a form's button and waits for the page the POST ends on (after its redirect, if any). */
+async function submit(page: Page, selector: string | Locator): Promise<void> {
+  const button = typeof selector === 'string' ? page.locator(selector) : selector;
+  await Promise.all([page.waitForEvent('load'), button.click()]);
+}
+
+/** The session cookie header of a browser context, for forged requests from outside it. */
+async function sessionCookie(context: BrowserContext): Promise<string> {
+  const c = (await context.cookies()).find((x) => x.name === 'mcs_session');
+  expect(c).toBeDefined();
+  return `mcs_session=${c!.value}`;
+}
+
+describe('Settings → API in a browser', () => {
+  let keys: AccountKeys;
+  let failing: Receiver;
+  let endpointId: string;
+
+  beforeAll(async () => {
+    keys = await stack.createAccount();
+    failing = await receiver();
+    failing.reply = () => ({ status: 500, body: 'receiver down' });
+    const ep = await api(keys.secret_key, 'POST', '/v1/webhooks', {
+      url: failing.url,
+      events: ['order.created'],
+      description: 'Shop backend <b>&</b>',
+    });
+    endpointId = ep.id;
+    await newOrder(keys.secret_key);
+    // First attempt + 5 retries 100 ms apart, then unhealthy.
+    await until(async () => {
+      const got = await api(keys.secret_key, 'GET', `/v1/webhooks/${endpointId}`);
+      return got.status === 'unhealthy' && got;
+    });
+  });
+
+  it('refuses a publishable key with a clear message', async () => {
+    const context = await browser.newContext();
+    const page = await signIn(context, keys.publishable_key);
+    expect(new URL(page.url()).pathname).toBe('/dashboard/login');
+    await expect(page.locator('.flash.error').textContent()).resolves.toContain(
+      'Publishable keys (pk_…) are read-only and cannot sign in',
+    );
+    expect((await context.cookies()).filter((c) => c.name === 'mcs_session')).toEqual([]);
+    await context.close();
+  });
+
+  it('shows the unhealthy endpoint, re-enables it, and new events flow again', async () => {
+    const context = await browser.newContext();
+    const page = await signIn(context, keys.secret_key);
+    expect(page.url()).toBe(settingsUrl());
+
+    const response = await page.goto(settingsUrl());
+    const headers = response!.headers();
+    expect(headers['content-security-policy']).toBe(
+      "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
+    );
+    expect(headers['x-frame-options']).toBe('DENY');
+    const [cookie] = (await context.cookies()).filter((c) => c.name === 'mcs_session');
+    expect(cookie).toMatchObject({ path: '/dashboard', httpOnly: true, sameSite: 'Strict', secure: false });
+
+    const card = page.locator(`article#${endpointId}`);
+    await expect(card.getAttribute('data-status')).resolves.toBe('unhealthy');
+    await expect(card.locator('.badge').textContent()).resolves.toBe('Unhealthy');
+    const cardText = (await card.textContent())!;
+    expect(cardText).toContain(failing.url);
+    expect(cardText).toContain('Last error: HTTP 500');
+    expect(cardText).toContain('Failing since');
+    // Escaped, shown as text.
+    await expect(card.locator('.description').textContent()).resolves.toBe('Shop backend <b>&</b>');
+    await page.screenshot({ path: '/tmp/dashboard.png', fullPage: true });
+
+    // The deliveries view: the failed delivery with its six attempts.
+    await Promise.all([
+      page.waitForURL(/\/deliveries$/),
+      card.locator('a', { hasText: 'Deliveries' }).click(),
+    ]);
+    const delivery = page.locator('article.delivery').first();
+    await expect(delivery.getAttribute('data-status')).resolves.toBe('failed');
+    await expect(delivery.locator('tr.attempt').count()).resolves.toBe(6);
+    expect(await delivery.textContent()).toContain('receiver down');
+    await page.goto(settingsUrl());
+
+    await submit(page, card.locator('button', { hasText: 'Re-enable' }));
+    await expect(page.locator('.flash.ok').textContent()).resolves.toContain('re-enabled');
+    await expect(card.getAttribute('data-status')).resolves.toBe('enabled');
+    await expect(card.locator('button', { hasText: 'Re-enable' }).count()).resolves.toBe(0);
+    // The flash is shown once.
+    await page.reload();
+    await expect(page.locator('.flash').count()).resolves.toBe(0);
+    expect((await api(keys.secret_key, 'GET', `/v1/webhooks/${endpointId}`)).status).toBe('enabled');
+
+    failing.reply = () => ({ status: 200, body: 'ok' });
+    const before = failing.received.length;
+    const order = await newOrder(keys.secret_key);
+    const got = await failing.waitFor(before + 1);
+    expect(JSON.parse(got.at(-1)!.body).data.id).toBe(order.id);
+    await context.close();
+  });
+
+  it('adds an endpoint with its secret shown once, shows service errors, rotates the secret', async () => {
+    const context = await browser.newContext();
+    const page = await signIn(context, keys.secret_key);
+    const target = await receiver();
+
+    // An invalid URL: the service's message on the page, the form kept.
+    await page.fill('#url', 'ftp://example.com/hook');
+    await page.check('input[name=events][value="order.created"]');
+    await submit(page, '#add-endpoint button[type=submit]');
+    await expect(page.locator('.flash.error').textContent()).resolves.toContain(
+      'The endpoint was not added: url',
+    );
+    await expect(page.inputValue('#url')).resolves.toBe('ftp://example.com/hook');
+
+    await page.fill('#url', target.url);
+    await page.fill('#description', 'added in the browser');
+    await submit(page, '#add-endpoint button[type=submit]');
+    const secret = (await page.locator('.flash.ok code.secret').textContent())!;
+    expect(secret).toMatch(/^whsec_/);
+    const id = (await page.locator('.flash.ok code.secret').getAttribute('data-endpoint'))!;
+    await expect(page.locator(`article#${id}`).getAttribute('data-status')).resolves.toBe('enabled');
+    await page.reload();
+    expect(await page.content()).not.toContain(secret);
+
+    const order = await newOrder(keys.secret_key);
+    const [got] = await target.waitFor(1);
+    expect(JSON.parse(got!.body).data.id).toBe(order.id);
+    expect(verifyServiceSignature(secret, got!.body, got!.headers['x-service-signature'] as string)).toBe(
+      true,
+    );
+
+    await submit(page, page.locator(`article#${id} button`, { hasText: 'Rotate secret' }));
+    const rotated = (await page.locator('.flash.ok code.secret').textContent())!;
+    expect(rotated).toMatch(/^whsec_/);
+    expect(rotated).not.toBe(secret);
+    await newOrder(keys.secret_key);
+    const [, next] = await target.waitFor(2);
+    expect(verifyServiceSignature(rotated, next!.body, next!.headers['x-service-signature'] as string)).toBe(
+      true,
+    );
+    await context.close();
+  });
+
+  it('refuses a POST without the session’s CSRF token', async () => {
+    const context = await browser.newContext();
+    const page = await signIn(context, keys.secret_key);
+    const cookie = await sessionCookie(context);
+    const action = `${stack.baseUrl}/dashboard/settings/api/webhooks/${endpointId}/disable`;
+    const forge = (body: string, headers: Record<string, string> = {}) =>
+      fetch(action, {
+        method: 'POST',
+        redirect: 'manual',
+        headers: { cookie, 'content-type': 'application/x-www-form-urlencoded', ...headers },
+        body,
+      });
+    expect((await forge('')).status).toBe(403);
+    expect((await forge('csrf=not-the-token')).status).toBe(403);
+    const csrf = (await page.locator('input[name=csrf]').first().inputValue())!;
+    expect((await forge(`csrf=${csrf}`, { origin: 'https://evil.example' })).status).toBe(403);
+    expect((await api(keys.secret_key, 'GET', `/v1/webhooks/${endpointId}`)).status).toBe('enabled');
+    await context.close();
+  });
+
+  it('after sign-out the settings page asks to sign in again', async () => {
+    const context = await browser.newContext();
+    const page = await signIn(context, keys.secret_key);
+    const cookie = await sessionCookie(context);
+    await submit(page, 'header button[type=submit]');
+    await expect(page.locator('.flash.ok').textContent()).resolves.toBe('You have signed out.');
+    await page.goto(settingsUrl());
+    expect(new URL(page.url()).pathname).toBe('/dashboard/login');
+    // The old cookie is dead on the server too.
+    const replay = await fetch(settingsUrl(), { redirect: 'manual', headers: { cookie } });
+    expect(replay.status).toBe(303);
+    expect(replay.headers.get('location')).toBe('/dashboard/login');
+    await context.close();
+  });
+
+  it('ends the session when its key is revoked', async () => {
+    const own = await stack.createAccount();
+    const context = await browser.newContext();
+    const page = await signIn(context, own.secret_key);
+    expect(page.url()).toBe(settingsUrl());
+    const list = JSON.parse(await stack.cli(['keys', 'list', '--account', own.account.id]));
+    const key = list.data.find(
+      (k: any) => k.kind === 'secret' && !k.livemode && own.secret_key.endsWith(k.last4),
+    );
+    expect(key).toBeDefined();
+    await stack.cli(['keys', 'revoke', '--account', own.account.id, '--key', key.id]);
+    await until(async () => {
+      await page.goto(settingsUrl());
+      return new URL(page.url()).pathname === '/dashboard/login';
+    }, 5_000);
+    // And the key cannot sign in again.
+    await page.fill('#key', own.secret_key);
+    await submit(page, 'button[type=submit]');
+    await expect(page.locator('.flash.error').textContent()).resolves.toContain('This key is not valid');
+    await context.close();
+  });
+});
