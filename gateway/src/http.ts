@@ -202,7 +202,9 @@ export function createHandler(deps: GatewayDeps) {
         rendered = renderConnectError(err, docsUrl);
       }
       if (rendered.body.error.type === 'api_error') {
-        log.error({ err, requestId, method, path }, 'request failed');
+        // A client that hung up mid-request is not our fault; anything else is.
+        if (req.destroyed) log.info({ requestId, method, path }, 'client went away');
+        else log.error({ err, requestId, method, path }, 'request failed');
         rendered.body.error.message = `${rendered.body.error.message} (Request-Id ${requestId})`;
       }
       if (held) {

@@ -1,9 +1,9 @@
 // The OpenAPI 3.1 document, derived from the same descriptors and route table as the gateway
 // itself, so it cannot drift from what is served.
-import { type DescField, type DescMessage, getOption, hasOption, ScalarType } from '@bufbuild/protobuf';
+import { type DescField, type DescMessage, getOption, ScalarType } from '@bufbuild/protobuf';
 import { catalog } from '@mcs/errors';
 import { api } from '@mcs/proto';
-import { enumValueName, isInternal, isListResponse, objectName } from '@mcs/rest';
+import { enumValueName, fieldFlags, isInternal, isListResponse, objectName } from '@mcs/rest';
 import type { Route } from './routes.ts';
 
 type Schema = Record<string, unknown>;
@@ -15,9 +15,7 @@ const schemaName = (d: DescMessage) =>
     .filter((p) => !/^v\d+$/.test(p))
     .join('_');
 
-function isRequired(f: DescField): boolean {
-  return hasOption(f, api.field) && getOption(f, api.field).required;
-}
+const isRequired = (f: DescField) => fieldFlags(f).required;
 
 export function buildOpenApi(routes: Route[], serverUrl: string): Record<string, unknown> {
   const schemas: Record<string, Schema> = {};

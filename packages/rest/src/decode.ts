@@ -1,11 +1,10 @@
 // REST JSON → proto message init, the inverse of render.ts, for request bodies, path and query
 // parameters. Strict: unknown names, wrong JSON types and unknown enum words are refused with the
 // offending parameter named, so a handler only ever sees well-typed input.
-import { type DescField, type DescMessage, getOption, hasOption, ScalarType } from '@bufbuild/protobuf';
+import { type DescField, type DescMessage, ScalarType } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { ErrorCode } from '@mcs/errors';
-import { api } from '@mcs/proto';
-import { enumValueName, isInternal } from './render.ts';
+import { enumValueName, fieldFlags, isInternal } from './render.ts';
 
 export class DecodeError extends Error {
   readonly code: ErrorCode;
@@ -17,13 +16,8 @@ export class DecodeError extends Error {
   }
 }
 
-function isRequired(field: DescField): boolean {
-  return hasOption(field, api.field) && getOption(field, api.field).required;
-}
-
-function isOutputOnly(field: DescField): boolean {
-  return hasOption(field, api.field) && getOption(field, api.field).outputOnly;
-}
+const isRequired = (field: DescField) => fieldFlags(field).required;
+const isOutputOnly = (field: DescField) => fieldFlags(field).outputOnly;
 
 const join = (prefix: string, name: string) => (prefix ? `${prefix}.${name}` : name);
 

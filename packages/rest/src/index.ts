@@ -1,6 +1,8 @@
 export { DecodeError, decodeObject, decodeParams } from './decode.ts';
 export {
   enumValueName,
+  type FieldFlags,
+  fieldFlags,
   isInternal,
   isListResponse,
   type Json,

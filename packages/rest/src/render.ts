@@ -22,8 +22,27 @@ export function objectName(desc: DescMessage): string | undefined {
   return hasOption(desc, api.resource) ? getOption(desc, api.resource).object : undefined;
 }
 
+export interface FieldFlags {
+  required: boolean;
+  internal: boolean;
+  outputOnly: boolean;
+}
+
+const flagsCache = new WeakMap<DescField, FieldFlags>();
+
+/** The (mcs.api.v1.field) rules of a field, read once per descriptor (a hot path per request). */
+export function fieldFlags(field: DescField): FieldFlags {
+  let flags = flagsCache.get(field);
+  if (!flags) {
+    const rules = hasOption(field, api.field) ? getOption(field, api.field) : undefined;
+    flags = { required: !!rules?.required, internal: !!rules?.internal, outputOnly: !!rules?.outputOnly };
+    flagsCache.set(field, flags);
+  }
+  return flags;
+}
+
 export function isInternal(field: DescField): boolean {
-  return hasOption(field, api.field) && getOption(field, api.field).internal;
+  return fieldFlags(field).internal;
 }
 
 /** The word a client sees for an enum value: its rest_name, or its local name in lower case. */

@@ -224,9 +224,12 @@ export function createEngine(opts: EngineOptions): Engine {
            where id = ${item.endpointId} and failing_since is not null`);
         return;
       }
+      // Touch the endpoint row only when its health detail changes: a failing endpoint repeats
+      // the same error, and rewriting its row on every attempt would serialize them on its lock.
       await tx.execute(sql`
         update webhooks.endpoints set failing_since = coalesce(failing_since, ${at}), last_error = ${result.error}
-         where id = ${item.endpointId}`);
+         where id = ${item.endpointId}
+           and (failing_since is null or last_error is distinct from ${result.error})`);
       if (status !== 'failed') return;
       // The last retry failed: the endpoint turns unhealthy, its other deliveries stop, and one
       // notification is written for this transition (the mailer sends it).
