@@ -28,5 +28,9 @@ describe('routes from proto options', () => {
 
   it('accepts PATCH only where POST updates a resource', () => {
     expect(match('PATCH', '/v1/orders').kind).toBe('method_not_allowed');
+    const update = match('PATCH', '/v1/webhooks/we_1');
+    expect(update.kind === 'route' && update.route.method.name).toBe('UpdateWebhookEndpoint');
+    // An action under a resource is a POST, not an update.
+    expect(match('PATCH', '/v1/orders/ord_1/cancel').kind).toBe('method_not_allowed');
   });
 });

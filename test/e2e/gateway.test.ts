@@ -233,6 +233,22 @@ describe('errors', () => {
   });
 });
 
+describe('updates', () => {
+  it('accepts PATCH as well as POST on a resource', async () => {
+    const product = await call('POST', '/v1/products', {
+      body: { name: 'Tea', price: 450, currency: 'EUR' },
+    });
+    expect(product.status, product.text).toBe(200);
+    const patched = await call('PATCH', `/v1/products/${product.json.id}`, { body: { price: 500 } });
+    expect(patched.status, patched.text).toBe(200);
+    expect(patched.json.price).toBe(500);
+    const posted = await call('POST', `/v1/products/${product.json.id}`, { body: { name: 'Green tea' } });
+    expect(posted.json).toMatchObject({ name: 'Green tea', price: 500 });
+    const deleted = await call('DELETE', `/v1/products/${product.json.id}`);
+    expect(deleted.json.active).toBe(false);
+  });
+});
+
 describe('idempotency', () => {
   it('replays the first answer byte for byte, creating nothing', async () => {
     const key = `k-${Date.now()}`;
