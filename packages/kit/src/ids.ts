@@ -5,7 +5,8 @@ import { randomBytes } from 'node:crypto';
 // increasing (the ULID monotonic rule): in the same millisecond the random part counts up.
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
 
-function encodeTime(ms: number): string {
+/** The 10-character time part of an id made at `ms` (for ids derived in SQL). */
+export function encodeTime(ms: number): string {
   let out = '';
   for (let i = 0; i < 10; i++) {
     out = ALPHABET[ms % 32] + out;

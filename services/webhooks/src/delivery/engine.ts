@@ -192,6 +192,27 @@ export function createEngine(opts: EngineOptions): Engine {
     const retriesLeft = run <= opts.schedule.length;
     const delay = opts.schedule[run - 1] ?? 0;
     const next = new Date(now.getTime() + delay);
+    const excerpt = result.excerpt === null ? null : result.excerpt.slice(0, EXCERPT_KEEP);
+    if (result.ok) {
+      // The common case in one statement: the delivery succeeds, its attempt is logged and the
+      // endpoint's failure detail cleared, all or nothing. Anything unusual (the delivery was
+      // skipped or recorded meanwhile) falls through to the transaction below.
+      const done = await db.execute<{ n: number }>(sql`
+        with d as (
+          update webhooks.deliveries
+             set status = 'succeeded', attempts = ${number}, last_attempt_at = ${now}, next_attempt_at = null
+           where id = ${item.deliveryId} and attempts = ${number - 1} and status = 'pending'
+          returning id
+        ), a as (
+          insert into webhooks.attempts (delivery_id, number, at, status_code, error, latency_ms, response_excerpt)
+          select d.id, ${number}, ${at}, ${result.statusCode}, null, ${result.latencyMs}, ${excerpt} from d
+        ), e as (
+          update webhooks.endpoints set failing_since = null, last_error = null
+           where id = ${item.endpointId} and failing_since is not null and exists (select 1 from d)
+        )
+        select count(*)::int as n from d`);
+      if (done.rows[0]?.n === 1) return;
+    }
     let turnedUnhealthy = false;
     await db.transaction(async (tx) => {
       const status = result.ok ? 'succeeded' : retriesLeft ? 'pending' : 'failed';
@@ -204,7 +225,7 @@ export function createEngine(opts: EngineOptions): Engine {
         tx.execute(sql`
           insert into webhooks.attempts (delivery_id, number, at, status_code, error, latency_ms, response_excerpt)
           values (${item.deliveryId}, ${number}, ${at}, ${result.statusCode}, ${result.error}, ${result.latencyMs},
-                  ${result.excerpt === null ? null : result.excerpt.slice(0, EXCERPT_KEEP)})`);
+                  ${excerpt})`);
       if (updated.rowCount === 0) {
         // Skipped while this attempt was in flight (its endpoint turned unhealthy, was disabled
         // or deleted): the attempt still happened, so log it, and a success is a delivery. The
