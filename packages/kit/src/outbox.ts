@@ -6,7 +6,8 @@ import { create, toBinary } from '@bufbuild/protobuf';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import { events } from '@mcs/proto';
 import { enumValueName } from '@mcs/rest';
-import { bigserial, type PgSchema, text, timestamp } from 'drizzle-orm/pg-core';
+import { sql } from 'drizzle-orm';
+import { bigserial, type PgSchema, type PgTable, text, timestamp } from 'drizzle-orm/pg-core';
 import type { JetStreamClient } from 'nats';
 import type pg from 'pg';
 import { bytea, type Tx } from './db.ts';
@@ -45,8 +46,11 @@ export interface NewEvent {
   createdAtMs?: number;
 }
 
-/** Writes an event in the caller's transaction; it is published once that transaction commits. */
-export async function appendEvent(tx: Tx, table: OutboxTable, input: NewEvent): Promise<events.Event> {
+/** The event of `input` and its outbox row, built in JS: id and time are known before any write. */
+export function outboxEntry(input: NewEvent): {
+  event: events.Event;
+  row: { eventId: string; type: string; payload: Uint8Array };
+} {
   const event = create(events.EventSchema, {
     id: newId('evt'),
     type: input.type,
@@ -55,12 +59,57 @@ export async function appendEvent(tx: Tx, table: OutboxTable, input: NewEvent): 
     livemode: input.livemode,
     accountId: input.accountId,
   });
-  await tx.insert(table).values({
-    eventId: event.id,
-    type: eventTypeName(event.type),
-    payload: toBinary(events.EventSchema, event),
-  });
+  return {
+    event,
+    row: { eventId: event.id, type: eventTypeName(event.type), payload: toBinary(events.EventSchema, event) },
+  };
+}
+
+/** Writes an event in the caller's transaction; it is published once that transaction commits. */
+export async function appendEvent(tx: Tx, table: OutboxTable, input: NewEvent): Promise<events.Event> {
+  const { event, row } = outboxEntry(input);
+  await tx.insert(table).values(row);
   return event;
+}
+
+/**
+ * Inserts one row and its event in ONE statement, so a create costs one round trip and needs
+ * no transaction (DESIGN.md "Targets": ingest):
+ *
+ *   with o as (insert into <table> … on conflict do nothing returning *),
+ *        e as (insert into <outbox> (event_id, type, payload) select … from o)
+ *   select * from o
+ *
+ * A single statement commits whole or not at all, so row and event commit together; when the
+ * insert conflicts (an idempotency key already taken) `o` is empty and neither is written, and
+ * the result is undefined. The event is built before the statement from `event.of(values)`: the
+ * values carry the row's id and timestamps, so the event holds the row as it will be stored.
+ * Without `event` it is the plain insert … on conflict do nothing returning *.
+ */
+export async function insertWithEvent<T extends PgTable, V extends T['$inferInsert']>(
+  db: Tx,
+  table: T,
+  values: V,
+  event?: { outbox: OutboxTable; of: (values: V) => NewEvent },
+): Promise<T['$inferSelect'] | undefined> {
+  // drizzle's builders do not type-check over a generic table; the shapes are the table's own.
+  const insert = db
+    .insert(table as PgTable)
+    .values(values as never)
+    .onConflictDoNothing()
+    .returning();
+  if (!event) return ((await insert) as Array<T['$inferSelect']>)[0];
+  const { row } = outboxEntry(event.of(values));
+  const { outbox } = event;
+  const o = db.$with('o').as(insert);
+  const cols = [outbox.eventId, outbox.type, outbox.payload].map((c) => sql.identifier(c.name));
+  const e = db
+    .$with('e', {})
+    .as(
+      sql`insert into ${outbox} (${sql.join(cols, sql`, `)}) select ${row.eventId}::text, ${row.type}::text, ${Buffer.from(row.payload.buffer, row.payload.byteOffset, row.payload.byteLength)}::bytea from ${o}`,
+    );
+  const rows = await db.with(o, e).select().from(o);
+  return rows[0] as T['$inferSelect'] | undefined;
 }
 
 export interface RelayOptions {

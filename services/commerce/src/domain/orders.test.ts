@@ -1,15 +1,20 @@
+import { create, fromBinary } from '@bufbuild/protobuf';
 import type { Caller } from '@mcs/kit/caller';
+import type { NewEvent } from '@mcs/kit/outbox';
 import { sweepExpiredKeys } from '@mcs/kit/resources';
+import { commerce, events } from '@mcs/proto';
 import { apiErrorOf, freshDatabase, type MigratedDatabase } from '@mcs/testkit';
+import { drizzle } from 'drizzle-orm/node-postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrateCommerce } from '../db/migrate.ts';
-import { orders, payments, products } from '../db/schema.ts';
+import { orders, outbox, payments, products } from '../db/schema.ts';
 import {
   createOrder,
   getOrder,
   listOrders,
   ORDER_STATUSES,
   ORDER_TRANSITIONS,
+  type Order,
   type OrderStatus,
   type OrderTransition,
   transitionOrder,
@@ -206,6 +211,88 @@ describe('orders priced from products', () => {
     const { order: o } = await order(shop, [{ product: p.id, quantity: 1 }]);
     await db.db.transaction((tx) => archiveProduct(tx, shop, p.id));
     expect((await getOrder(db.db, shop, o.id)).items[0]).toMatchObject({ product: p.id, unitAmount: 100 });
+  });
+});
+
+describe('an order and its event in one statement', () => {
+  const acct: Caller = { accountId: 'acct_one', livemode: false, idempotencyKey: undefined };
+  /** The pool, with every statement it is sent recorded: one statement is one round trip. */
+  const counted = () => {
+    const sent: string[] = [];
+    return { sent, db: drizzle(db.pool, { logger: { logQuery: (q) => void sent.push(q) } }) };
+  };
+  const eventOf = (o: Order): NewEvent => ({
+    type: events.EventType.ORDER_CREATED,
+    accountId: o.accountId,
+    livemode: o.livemode,
+    data: { case: 'order', value: create(commerce.OrderSchema, { id: o.id, total: BigInt(o.total) }) },
+    createdAtMs: o.updatedAt.getTime(),
+  });
+  /** The events in the outbox (no relay runs here) about order `id`. */
+  const eventsAbout = async (id: string) =>
+    (await db.db.select().from(outbox))
+      .map((r) => ({ ...r, event: fromBinary(events.EventSchema, r.payload) }))
+      .filter((r) => r.event.data.value?.id === id);
+
+  it('writes the order and its event with one statement, and neither for a taken key', async () => {
+    const keyed = { ...acct, idempotencyKey: 'k-one-statement' };
+    const { sent, db: pool } = counted();
+    const at = clock();
+    const first = await createOrder(pool, keyed, good, at, eventOf);
+    expect(first.created).toBe(true);
+    expect(first.order).toMatchObject({ status: 'pending', total: 1200, createdAt: at, updatedAt: at });
+    expect(sent).toHaveLength(1);
+    expect(sent[0]).toMatch(
+      /^with "o" as \(insert into "commerce"."orders" .* on conflict do nothing returning .*"e" as \(insert into "commerce"."outbox"/,
+    );
+    const written = await eventsAbout(first.order.id);
+    expect(written).toHaveLength(1);
+    expect(written[0]!.type).toBe('order.created');
+    expect(written[0]!.eventId).toBe(written[0]!.event.id);
+    expect(written[0]!.event.accountId).toBe('acct_one');
+    expect(written[0]!.event.data.value).toMatchObject({ id: first.order.id, total: 1200n });
+    expect(written[0]!.event.createdAt?.seconds).toBe(BigInt(Math.floor(at.getTime() / 1000)));
+
+    sent.length = 0;
+    const again = await createOrder(pool, keyed, good, clock(), eventOf);
+    expect(again).toEqual({ created: false, order: first.order });
+    expect(sent).toHaveLength(2); // the statement that wrote nothing, then the lookup of the key
+    expect(await eventsAbout(first.order.id)).toHaveLength(1);
+    expect((await listOrders(db.db, keyed, {})).data.map((o) => o.id)).toEqual([first.order.id]);
+  });
+
+  it('reads the products first, then writes with one statement; refusals write nothing', async () => {
+    const p = (await createProduct(db.db, acct, { name: 'Tea', price: 450, currency: 'EUR' })).product;
+    const { sent, db: pool } = counted();
+    const { order } = await createOrder(
+      pool,
+      acct,
+      { ...good, items: [{ product: p.id, quantity: 2 }] },
+      clock(),
+      eventOf,
+    );
+    expect(order.total).toBe(900);
+    expect(sent).toHaveLength(2);
+    expect(sent[0]).toMatch(/^select .* from "commerce"."products"/);
+    expect(await eventsAbout(order.id)).toHaveLength(1);
+
+    sent.length = 0;
+    const before = (await db.db.select().from(outbox)).length;
+    const e = await apiErrorOf(
+      createOrder(
+        pool,
+        acct,
+        { ...good, currency: 'USD', items: [{ product: p.id, quantity: 1 }] },
+        clock(),
+        eventOf,
+      ),
+    );
+    expect([e.code, e.param]).toEqual(['invalid_value', 'items[0].product']);
+    expect(await codeOf(() => createOrder(pool, acct, { ...good, items: [] }, clock(), eventOf))).toBe(
+      'missing_required_field',
+    );
+    expect(sent).toHaveLength(1); // the product read: validation fails before any write
+    expect((await db.db.select().from(outbox)).length).toBe(before);
   });
 });
 

@@ -4,10 +4,11 @@ import { apiError } from '@mcs/errors';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
 import { isId, newId } from '@mcs/kit/ids';
+import { insertWithEvent, type NewEvent } from '@mcs/kit/outbox';
 import { byIdempotencyKey, createOnce, ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
 import { requireCurrency, requireInteger, requirePhone, requireText } from '@mcs/kit/validate';
 import { desc, eq, lt } from 'drizzle-orm';
-import { type OrderItemRow, orders } from '../db/schema.ts';
+import { type OrderItemRow, orders, outbox } from '../db/schema.ts';
 import { MAX_AMOUNT, type Product, productsById } from './products.ts';
 
 export const ORDER_STATUSES = ['pending', 'paid', 'fulfilled', 'cancelled', 'refunded'] as const;
@@ -115,14 +116,22 @@ export function validateOrder(
 }
 
 /**
- * Creates a pending order in `tx`. With an idempotency key already used by this account and
- * mode, returns the order it created then (created: false) and writes nothing.
+ * Creates a pending order. With an idempotency key already used by this account and mode,
+ * returns the order it created then (created: false) and writes nothing.
+ *
+ * With `eventOf`, the order and its event (eventOf(the new order)) are written by one statement
+ * (insertWithEvent), so `tx` may be the pool itself: the common create is one round trip, plus
+ * one read of the products its lines name, plus one lookup when the key was taken. Validation
+ * runs before any write. Products are read without locks, as in a read-committed transaction:
+ * a price or archive committed after that read does not change this order (it keeps the price
+ * it was made with, as it would if the change came a moment later).
  */
 export async function createOrder(
   tx: Tx,
   caller: Caller,
   input: CreateOrderInput,
   now = new Date(),
+  eventOf?: (order: Order) => NewEvent,
 ): Promise<{ order: Order; created: boolean }> {
   const { row, created } = await createOnce(
     caller,
@@ -130,20 +139,17 @@ export async function createOrder(
     async () => {
       const ids = input.items.flatMap((it) => (it.product === undefined ? [] : [it.product]));
       const v = validateOrder(input, await productsById(tx, caller, ids));
-      const [inserted] = await tx
-        .insert(orders)
-        .values({
-          id: newId('ord', now.getTime()),
-          accountId: caller.accountId,
-          livemode: caller.livemode,
-          status: 'pending',
-          ...v,
-          idempotencyKey: caller.idempotencyKey ?? null,
-          createdAt: now,
-          updatedAt: now,
-        })
-        .onConflictDoNothing()
-        .returning();
+      const values = {
+        id: newId('ord', now.getTime()),
+        accountId: caller.accountId,
+        livemode: caller.livemode,
+        status: 'pending',
+        ...v,
+        idempotencyKey: caller.idempotencyKey ?? null,
+        createdAt: now,
+        updatedAt: now,
+      } satisfies Order;
+      const inserted = await insertWithEvent(tx, orders, values, eventOf && { outbox, of: eventOf });
       return inserted as Order | undefined;
     },
   );

@@ -4,10 +4,11 @@ import { apiError } from '@mcs/errors';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
 import { isId, newId } from '@mcs/kit/ids';
+import { insertWithEvent, type NewEvent } from '@mcs/kit/outbox';
 import { byIdempotencyKey, createOnce, ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
 import { optionalText, requireCurrency, requireInteger, requireText } from '@mcs/kit/validate';
 import { desc, eq, inArray, lt } from 'drizzle-orm';
-import { products } from '../db/schema.ts';
+import { outbox, products } from '../db/schema.ts';
 
 export type Product = typeof products.$inferSelect;
 
@@ -44,32 +45,33 @@ export function validateProduct(input: CreateProductInput): {
   };
 }
 
+/**
+ * Creates an active product (once per idempotency key, see createOnce). With `eventOf`, the
+ * product and its event are written by one statement (insertWithEvent): `tx` may be the pool.
+ */
 export async function createProduct(
   tx: Tx,
   caller: Caller,
   input: CreateProductInput,
   now = new Date(),
+  eventOf?: (product: Product) => NewEvent,
 ): Promise<{ product: Product; created: boolean }> {
   const { row, created } = await createOnce(
     caller,
     async (keyed) => (await tx.select().from(products).where(byIdempotencyKey(products, keyed)))[0],
     async () => {
       const v = validateProduct(input);
-      const [inserted] = await tx
-        .insert(products)
-        .values({
-          id: newId('prod', now.getTime()),
-          accountId: caller.accountId,
-          livemode: caller.livemode,
-          ...v,
-          active: true,
-          idempotencyKey: caller.idempotencyKey ?? null,
-          createdAt: now,
-          updatedAt: now,
-        })
-        .onConflictDoNothing()
-        .returning();
-      return inserted;
+      const values = {
+        id: newId('prod', now.getTime()),
+        accountId: caller.accountId,
+        livemode: caller.livemode,
+        ...v,
+        active: true,
+        idempotencyKey: caller.idempotencyKey ?? null,
+        createdAt: now,
+        updatedAt: now,
+      } satisfies Product;
+      return insertWithEvent(tx, products, values, eventOf && { outbox, of: eventOf });
     },
   );
   return { product: row, created };

@@ -11,7 +11,7 @@ import {
   type OrderTransition,
   transitionOrder,
 } from '../domain/orders.ts';
-import { emit, orderStatusOf, toProtoOrder, write } from './proto.ts';
+import { emit, eventOf, orderStatusOf, toProtoOrder, write, writeOnce } from './proto.ts';
 
 export function orderHandlers(deps: Deps): ServiceImpl<typeof commerce.OrderService> {
   /** One step of the life cycle, with its order.updated. */
@@ -25,20 +25,27 @@ export function orderHandlers(deps: Deps): ServiceImpl<typeof commerce.OrderServ
   return {
     async createOrder(req, ctx) {
       const caller = callerOf(ctx);
-      return write(deps, async (tx) => {
-        const { order, created } = await createOrder(tx, caller, {
-          customer: req.customer,
-          currency: req.currency,
-          items: req.items.map((it) => ({
-            product: it.product,
-            name: it.name,
-            unitAmount: it.unitAmount === undefined ? undefined : Number(it.unitAmount),
-            quantity: Number(it.quantity),
-          })),
-        });
-        if (created) await emit(tx, caller, { type: events.EventType.ORDER_CREATED, order });
-        return toProtoOrder(order);
-      });
+      // No transaction: the order and its order.created are written by one statement.
+      const { order } = await writeOnce(
+        deps,
+        createOrder(
+          deps.db,
+          caller,
+          {
+            customer: req.customer,
+            currency: req.currency,
+            items: req.items.map((it) => ({
+              product: it.product,
+              name: it.name,
+              unitAmount: it.unitAmount === undefined ? undefined : Number(it.unitAmount),
+              quantity: Number(it.quantity),
+            })),
+          },
+          new Date(),
+          (order) => eventOf(caller, { type: events.EventType.ORDER_CREATED, order }),
+        ),
+      );
+      return toProtoOrder(order);
     },
     async getOrder(req, ctx) {
       return toProtoOrder(await getOrder(deps.db, callerOf(ctx), req.id));

@@ -13,7 +13,7 @@ import {
   type Product,
   updateProduct,
 } from '../domain/products.ts';
-import { emit, toProtoProduct, write } from './proto.ts';
+import { emit, eventOf, toProtoProduct, write, writeOnce } from './proto.ts';
 
 const num = (v: bigint | undefined) => (v === undefined ? undefined : Number(v));
 
@@ -29,16 +29,18 @@ export function productHandlers(deps: Deps): ServiceImpl<typeof commerce.Product
   return {
     async createProduct(req, ctx) {
       const caller = callerOf(ctx);
-      return write(deps, async (tx) => {
-        const { product, created } = await createProduct(tx, caller, {
-          name: req.name,
-          description: req.description,
-          price: num(req.price),
-          currency: req.currency,
-        });
-        if (created) await emit(tx, caller, { type: events.EventType.PRODUCT_CREATED, product });
-        return toProtoProduct(product);
-      });
+      // No transaction: the product and its product.created are written by one statement.
+      const { product } = await writeOnce(
+        deps,
+        createProduct(
+          deps.db,
+          caller,
+          { name: req.name, description: req.description, price: num(req.price), currency: req.currency },
+          new Date(),
+          (p) => eventOf(caller, { type: events.EventType.PRODUCT_CREATED, product: p }),
+        ),
+      );
+      return toProtoProduct(product);
     },
     async getProduct(req, ctx) {
       return toProtoProduct(await getProduct(deps.db, callerOf(ctx), req.id));

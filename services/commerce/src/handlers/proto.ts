@@ -4,7 +4,7 @@ import { create } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
-import { appendEvent } from '@mcs/kit/outbox';
+import { appendEvent, type NewEvent } from '@mcs/kit/outbox';
 import { commerce, type events } from '@mcs/proto';
 import { outbox } from '../db/schema.ts';
 import type { Deps } from '../deps.ts';
@@ -86,28 +86,41 @@ type Emitted =
   | { type: events.EventType.PAYMENT_COMPLETED | events.EventType.PAYMENT_FAILED; payment: Payment };
 
 /**
- * Appends the event of a change in the change's own transaction (the outbox). Its time is the
- * resource's own `updated_at`, so event and resource agree on when it happened.
+ * The event of a change. Its time is the resource's own `updated_at`, so event and resource
+ * agree on when it happened.
  */
-export async function emit(tx: Tx, caller: Caller, e: Emitted): Promise<void> {
+export function eventOf(caller: Caller, e: Emitted): NewEvent {
   const { data, at } =
     'product' in e
       ? { data: { case: 'product' as const, value: toProtoProduct(e.product) }, at: e.product.updatedAt }
       : 'order' in e
         ? { data: { case: 'order' as const, value: toProtoOrder(e.order) }, at: e.order.updatedAt }
         : { data: { case: 'payment' as const, value: toProtoPayment(e.payment) }, at: e.payment.updatedAt };
-  await appendEvent(tx, outbox, {
+  return {
     type: e.type,
     accountId: caller.accountId,
     livemode: caller.livemode,
     data,
     createdAtMs: at.getTime(),
-  });
+  };
+}
+
+/** Appends the event of a change in the change's own transaction (the outbox). */
+export async function emit(tx: Tx, caller: Caller, e: Emitted): Promise<void> {
+  await appendEvent(tx, outbox, eventOf(caller, e));
 }
 
 /** Runs a write in one transaction, then wakes the relay so its events leave at once. */
 export async function write<T>(deps: Deps, fn: (tx: Tx) => Promise<T>): Promise<T> {
-  const result = await deps.db.transaction(fn);
+  return writeOnce(deps, deps.db.transaction(fn));
+}
+
+/**
+ * A write already under way outside a transaction: one statement that writes the row and its
+ * event together (insertWithEvent). Wakes the relay once it is done, as write does.
+ */
+export async function writeOnce<T>(deps: Deps, done: Promise<T>): Promise<T> {
+  const result = await done;
   deps.relay.wake();
   return result;
 }
