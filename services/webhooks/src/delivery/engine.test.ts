@@ -230,6 +230,20 @@ describe('delivery engine', () => {
     expect(Date.now() - started).toBeLessThan(1_000);
   });
 
+  it('gives a failing endpoint one attempt at a time until it recovers', async () => {
+    const r = await receiver();
+    r.reply = (_req, i) => (i < 7 ? { delayMs: 400 } : { status: 200 }); // 400 ms > the 200 ms time-out
+    const engine = setup({ timeoutMs: 200, schedule: [60_000] });
+    const { caller } = await endpointFor(r.url);
+    for (let i = 0; i < 12; i++) await emit(caller, engine);
+    const got = await r.waitFor(12, 10_000);
+    // The first 4 go out together (perEndpoint); once they time out, one at a time: each
+    // arrives only after the previous one's time-out.
+    for (let i = 5; i < 8; i++) expect(got[i]!.at - got[i - 1]!.at).toBeGreaterThanOrEqual(180);
+    // After a success the endpoint gets its full concurrency back: the rest arrive together.
+    expect(got[11]!.at - got[8]!.at).toBeLessThan(150);
+  });
+
   it('refuses private addresses at connect time unless allowed', async () => {
     const r = await receiver();
     const engine = setup({ allowPrivate: false, schedule: [60_000] });

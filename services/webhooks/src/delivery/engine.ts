@@ -68,6 +68,13 @@ export function createEngine(opts: EngineOptions): Engine {
    */
   const waitingById = new Map<string, QueuedDelivery>();
   const active = new Map<string, number>();
+  /**
+   * Endpoints whose last attempt failed get one attempt in flight at a time until one succeeds:
+   * a hanging or failing receiver then holds one slot, not perEndpoint slots, and cannot crowd
+   * healthy endpoints out of the global cap (isolation). Bounded by the number of endpoints.
+   */
+  const failing = new Set<string>();
+  const limitOf = (endpointId: string) => (failing.has(endpointId) ? 1 : opts.perEndpoint);
   const timers = new Set<NodeJS.Timeout>();
   const inflight = new Set<Promise<void>>();
   let queued = 0;
@@ -100,7 +107,11 @@ export function createEngine(opts: EngineOptions): Engine {
   function pump(): void {
     if (stopped) return;
     for (const [endpointId, q] of waiting) {
-      while (q.length > 0 && total < opts.concurrency && (active.get(endpointId) ?? 0) < opts.perEndpoint) {
+      while (
+        q.length > 0 &&
+        total < opts.concurrency &&
+        (active.get(endpointId) ?? 0) < limitOf(endpointId)
+      ) {
         const item = q.shift()!;
         waitingById.delete(item.deliveryId);
         queued--;
@@ -165,6 +176,8 @@ export function createEngine(opts: EngineOptions): Engine {
       'webhook-timestamp': String(timestamp),
       'webhook-signature': standardSignature(secret, row.event_id, timestamp, row.body),
     });
+    if (result.ok) failing.delete(item.endpointId);
+    else failing.add(item.endpointId);
     await record(
       item,
       row.event_id,
