@@ -13,7 +13,7 @@ let store: IdempotencyStore;
 let n = 0;
 beforeAll(async () => {
   db = await freshDatabase(migrateGateway);
-  store = createIdempotencyStore(db.db, 1_000);
+  store = createIdempotencyStore(db, 1_000);
 });
 afterAll(() => db?.close());
 

@@ -6,8 +6,8 @@
 // the key over, and the service, which stored the key with what it created, answers with that
 // same resource instead of creating another.
 import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto';
-import type { Db } from '@mcs/kit/db';
-import { and, eq, lt, sql } from 'drizzle-orm';
+import type { Database } from '@mcs/kit/db';
+import { and, eq, lt } from 'drizzle-orm';
 import { idempotencyKeys } from './db/schema.ts';
 
 export const KEY_LIFETIME_MS = 24 * 3600 * 1000;
@@ -71,7 +71,10 @@ export interface IdempotencyStore {
   sweep(now?: Date): Promise<number>;
 }
 
-export function createIdempotencyStore(db: Db, lockMs: number): IdempotencyStore {
+export function createIdempotencyStore(
+  { db, pool }: Pick<Database, 'db' | 'pool'>,
+  lockMs: number,
+): IdempotencyStore {
   const where = (s: Scope) =>
     and(
       eq(idempotencyKeys.accountId, s.accountId),
@@ -82,33 +85,22 @@ export function createIdempotencyStore(db: Db, lockMs: number): IdempotencyStore
   async function begin(scope: Scope, fp: string, now = new Date()): Promise<Begin> {
     const lockedUntil = new Date(now.getTime() + lockMs);
     const expiredBefore = new Date(now.getTime() - KEY_LIFETIME_MS);
-    // One statement: claim a new key, or take over one that expired or whose holder died.
-    const claimed = await db
-      .insert(idempotencyKeys)
-      .values({
-        accountId: scope.accountId,
-        livemode: scope.livemode,
-        keyHash: hashKey(scope.key),
-        fingerprint: fp,
-        state: 'in_flight',
-        lockedUntil,
-        createdAt: now,
-      })
-      .onConflictDoUpdate({
-        target: [idempotencyKeys.accountId, idempotencyKeys.livemode, idempotencyKeys.keyHash],
-        set: {
-          fingerprint: sql`case when ${idempotencyKeys.createdAt} < ${expiredBefore} then excluded.fingerprint else ${idempotencyKeys.fingerprint} end`,
-          state: sql`'in_flight'`,
-          lockedUntil,
-          status: sql`null`,
-          body: sql`null`,
-          createdAt: sql`case when ${idempotencyKeys.createdAt} < ${expiredBefore} then excluded.created_at else ${idempotencyKeys.createdAt} end`,
-        },
-        setWhere: sql`${idempotencyKeys.createdAt} < ${expiredBefore}
-          or (${idempotencyKeys.state} = 'in_flight' and ${idempotencyKeys.lockedUntil} < ${now} and ${idempotencyKeys.fingerprint} = ${fp})`,
-      })
-      .returning({ fingerprint: idempotencyKeys.fingerprint });
-    if (claimed.length > 0) return { kind: 'proceed' };
+    // One prepared statement on the hot path: claim a new key, or take over one that expired or
+    // whose holder died (same request, lock run out).
+    const claimed = await pool.query({
+      name: 'idempotency_begin',
+      text: `insert into gateway.idempotency_keys as k
+               (account_id, livemode, key_hash, fingerprint, state, locked_until, created_at)
+             values ($1, $2, $3, $4, 'in_flight', $5, $6)
+             on conflict (account_id, livemode, key_hash) do update set
+               fingerprint = case when k.created_at < $7 then excluded.fingerprint else k.fingerprint end,
+               state = 'in_flight', locked_until = $5, status = null, body = null,
+               created_at = case when k.created_at < $7 then excluded.created_at else k.created_at end
+             where k.created_at < $7 or (k.state = 'in_flight' and k.locked_until < $6 and k.fingerprint = $4)
+             returning 1`,
+      values: [scope.accountId, scope.livemode, hashKey(scope.key), fp, lockedUntil, now, expiredBefore],
+    });
+    if (claimed.rowCount === 1) return { kind: 'proceed' };
     const [row] = await db.select().from(idempotencyKeys).where(where(scope));
     if (!row) return begin(scope, fp, now); // released between our two statements
     if (row.fingerprint !== fp) return { kind: 'mismatch' };
@@ -119,10 +111,12 @@ export function createIdempotencyStore(db: Db, lockMs: number): IdempotencyStore
   return {
     begin,
     async complete(scope, status, body) {
-      await db
-        .update(idempotencyKeys)
-        .set({ state: 'done', status, body: seal(scope, body) })
-        .where(where(scope));
+      await pool.query({
+        name: 'idempotency_complete',
+        text: `update gateway.idempotency_keys set state = 'done', status = $4, body = $5
+                where account_id = $1 and livemode = $2 and key_hash = $3`,
+        values: [scope.accountId, scope.livemode, hashKey(scope.key), status, Buffer.from(seal(scope, body))],
+      });
     },
     async release(scope) {
       await db.delete(idempotencyKeys).where(and(where(scope), eq(idempotencyKeys.state, 'in_flight')));

@@ -27,7 +27,7 @@ const log = createLogger('gateway', env.LOG_LEVEL);
 await runProcess(log, async () => {
   const database = createDatabase(env.DATABASE_URL, { name: 'gateway', max: 16 });
   await migrateGateway(database);
-  const idempotency = createIdempotencyStore(database.db, env.IDEMPOTENCY_LOCK_TIMEOUT);
+  const idempotency = createIdempotencyStore(database, env.IDEMPOTENCY_LOCK_TIMEOUT);
   const sessions = createSessionStore(database.db);
   const sweep = () =>
     Promise.all([
