@@ -37,6 +37,10 @@ export function createDatabase(url: string, opts: { max?: number; name: string }
   });
   // An idle client losing its server (Postgres restart) must not crash the process.
   pool.on('error', () => {});
+  // Nor may a checked-out one (a transaction, the outbox relay): the pool listens for a client's
+  // 'error' only while it is idle, and an unhandled one ends the process. Its queries still
+  // reject with the error, and the pool discards the broken client when it is released.
+  pool.on('connect', (client) => client.on('error', () => {}));
   const db = drizzle(pool) as Db;
   return { pool, db, close: () => pool.end() };
 }

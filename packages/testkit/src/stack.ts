@@ -33,6 +33,8 @@ export interface Stack {
   signal(part: Part, signal: NodeJS.Signals): void;
   /** Starts a part again after kill(). */
   restart(part: Part): Promise<void>;
+  /** Whether a part's process is running (it has not exited since it was last started). */
+  alive(part: Part): boolean;
   /** Runs the mcs CLI with the stack's environment; resolves its stdout. */
   cli(args: string[]): Promise<string>;
   /** `mcs accounts create` → the parsed JSON it prints. */
@@ -88,9 +90,17 @@ export async function waitForPort(
   throw new Error(`nothing listens on ${port} after ${timeoutMs} ms`);
 }
 
-export async function startStack(opts: { env?: Record<string, string> } = {}): Promise<Stack> {
-  const db = await createTestDatabase();
-  const nats = createTestNats();
+export async function startStack(
+  opts: {
+    env?: Record<string, string>;
+    /** PostgreSQL server for the fresh database (default: env DATABASE_URL, else the local one). */
+    databaseServerUrl?: string;
+    /** NATS server for the fresh JetStream prefix (default: env NATS_URL, else the local one). */
+    natsUrl?: string;
+  } = {},
+): Promise<Stack> {
+  const db = await createTestDatabase(opts.databaseServerUrl);
+  const nats = createTestNats(opts.natsUrl);
   const base = await freeBasePort();
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? '',
@@ -169,6 +179,10 @@ export async function startStack(opts: { env?: Record<string, string> } = {}): P
       procs.get(part)?.kill(sig);
     },
     restart: launch,
+    alive: (part) => {
+      const child = procs.get(part);
+      return child !== undefined && child.exitCode === null && child.signalCode === null;
+    },
     cli,
     async createAccount(email = `owner-${randomBytes(4).toString('hex')}@example.com`) {
       return JSON.parse(await cli(['accounts', 'create', '--email', email])) as AccountKeys;
