@@ -216,10 +216,13 @@ export function createHandler(deps: GatewayDeps) {
       if (!res.headersSent) sendBytes(res, rendered.status, JSON.stringify(rendered.body), extra);
       else res.destroy();
     } finally {
-      log.debug(
-        { requestId, method, path, status: res.statusCode, ms: performance.now() - started },
-        'request',
-      );
+      // Skip building the record on the hot path unless someone reads it.
+      if (log.isLevelEnabled('debug')) {
+        log.debug(
+          { requestId, method, path, status: res.statusCode, ms: performance.now() - started },
+          'request',
+        );
+      }
     }
   };
 }

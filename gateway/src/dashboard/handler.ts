@@ -13,6 +13,7 @@ import { type CallOptions, type Client, Code, ConnectError } from '@connectrpc/c
 import { renderConnectError } from '@mcs/errors';
 import { callerHeaders } from '@mcs/kit/caller';
 import type { Logger } from '@mcs/kit/log';
+import { EVENT_TYPES } from '@mcs/kit/outbox';
 import { type accounts, events, webhooks } from '@mcs/proto';
 import { enumValueName } from '@mcs/rest';
 import type { Authenticator } from '../auth.ts';
@@ -75,48 +76,13 @@ const DELIVERY_PAGE = 20;
 /** Characters of the add form (url + description) a failed attempt fills in again. */
 const MAX_REFILL = 1_500;
 
-/** The event types an endpoint can subscribe to, from the one proto enum. */
-const EVENT_TYPES = events.EventTypeSchema.values
-  .filter((v) => v.number !== 0)
-  .map((v) => enumValueName(events.EventTypeSchema, v.number)!);
-
 class FormTooLarge extends Error {}
 
-function endpointStatus(s: webhooks.EndpointStatus): EndpointStatus {
-  switch (s) {
-    case webhooks.EndpointStatus.ENABLED:
-      return 'enabled';
-    case webhooks.EndpointStatus.UNHEALTHY:
-      return 'unhealthy';
-    case webhooks.EndpointStatus.DISABLED:
-      return 'disabled';
-    case webhooks.EndpointStatus.UNSPECIFIED:
-      return 'unknown';
-    default: {
-      const never: never = s;
-      return never;
-    }
-  }
-}
-
-function deliveryStatus(s: webhooks.DeliveryStatus): DeliveryStatus {
-  switch (s) {
-    case webhooks.DeliveryStatus.PENDING:
-      return 'pending';
-    case webhooks.DeliveryStatus.SUCCEEDED:
-      return 'succeeded';
-    case webhooks.DeliveryStatus.FAILED:
-      return 'failed';
-    case webhooks.DeliveryStatus.SKIPPED:
-      return 'skipped';
-    case webhooks.DeliveryStatus.UNSPECIFIED:
-      return 'unknown';
-    default: {
-      const never: never = s;
-      return never;
-    }
-  }
-}
+// Status words exactly as the REST API renders them (the enums' REST names).
+const endpointStatus = (s: webhooks.EndpointStatus) =>
+  (enumValueName(webhooks.EndpointStatusSchema, s) ?? 'unknown') as EndpointStatus;
+const deliveryStatus = (s: webhooks.DeliveryStatus) =>
+  (enumValueName(webhooks.DeliveryStatusSchema, s) ?? 'unknown') as DeliveryStatus;
 
 const dateOf = (t: Timestamp | undefined) => (t ? timestampDate(t) : null);
 

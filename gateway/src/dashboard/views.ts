@@ -239,7 +239,12 @@ ${postButton(viewer, `${path}/rotate_secret`, 'Rotate secret')}
 </div></article>`;
 }
 
-function newEndpointForm(viewer: Viewer, eventTypes: string[], form: Flash['form'], idempotencyKey: string) {
+function newEndpointForm(
+  viewer: Viewer,
+  eventTypes: readonly string[],
+  form: Flash['form'],
+  idempotencyKey: string,
+) {
   const chosen = new Set(form?.events ?? []);
   return html`<form class="card" id="add-endpoint" method="post" action="${SETTINGS}/webhooks">
 ${csrfField(viewer)}<input type="hidden" name="idempotency_key" value="${idempotencyKey}">
@@ -262,7 +267,7 @@ ${['*', ...eventTypes].map(
 export function settingsPage(opts: {
   viewer: Viewer;
   endpoints: EndpointView[];
-  eventTypes: string[];
+  eventTypes: readonly string[];
   flash?: Flash | undefined;
   /** Why the endpoints could not be listed, if they could not. */
   loadError?: string | undefined;

@@ -30,6 +30,11 @@ export function outboxTable(schema: PgSchema) {
 }
 export type OutboxTable = ReturnType<typeof outboxTable>;
 
+/** Every event type of spec 6.1 by its REST name (`order.created`, …), from the one proto enum. */
+export const EVENT_TYPES: readonly string[] = events.EventTypeSchema.values
+  .map((v) => enumValueName(events.EventTypeSchema, v.number))
+  .filter((n): n is string => n !== null);
+
 /** The REST name of an event type, e.g. `order.created` (one enum is the source of every type). */
 export function eventTypeName(type: events.EventType): string {
   const name = enumValueName(events.EventTypeSchema, type);

@@ -4,19 +4,15 @@ import { apiError } from '@mcs/errors';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
 import { newId } from '@mcs/kit/ids';
+import { EVENT_TYPES } from '@mcs/kit/outbox';
 import { pageLimit } from '@mcs/kit/resources';
 import { optionalText } from '@mcs/kit/validate';
-import { events as eventsProto } from '@mcs/proto';
-import { enumValueName } from '@mcs/rest';
 import { and, desc, eq, lt, ne } from 'drizzle-orm';
 import { deliveries, type EndpointStatus, endpoints } from '../db/schema.ts';
 import { ForbiddenTargetError, hostOf, isLocalName, resolveAllowed } from '../delivery/target.ts';
 import { newSigningSecret, type SecretBox } from './secrets.ts';
 
-/** Every event type of spec 6.1, from the one enum. */
-export const EVENT_TYPES: readonly string[] = eventsProto.EventTypeSchema.values
-  .map((v) => enumValueName(eventsProto.EventTypeSchema, v.number))
-  .filter((n): n is string => n !== null);
+export { EVENT_TYPES };
 
 export interface EndpointPolicy {
   allowHttp: boolean;
