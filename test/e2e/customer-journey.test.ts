@@ -33,15 +33,7 @@ afterAll(async () => {
 
 type Json = Record<string, any>;
 
-async function api(key: string, method: string, path: string, body?: unknown) {
-  const res = await fetch(`${stack.baseUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, text, json: JSON.parse(text) as Json };
-}
+const api = (key: string, method: string, path: string, body?: unknown) => stack.api(key, method, path, body);
 
 /** A successful call's JSON (the test fails with the error body otherwise). */
 async function ok(key: string, method: string, path: string, body?: unknown): Promise<Json> {

@@ -47,15 +47,11 @@ async function receiver(): Promise<Receiver> {
   return r;
 }
 
+/** A request that must succeed; its JSON. */
 async function api(key: string, method: string, path: string, body?: unknown) {
-  const res = await fetch(`${stack.baseUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  expect(res.status, text).toBe(200);
-  return JSON.parse(text) as Record<string, any>;
+  const res = await stack.api(key, method, path, body);
+  expect(res.status, res.text).toBe(200);
+  return res.json as Record<string, any>;
 }
 
 const newOrder = (key: string) =>

@@ -106,14 +106,8 @@ interface Api {
   json: Record<string, any>;
 }
 
-async function api(stack: Stack, key: string, method: string, path: string, body?: unknown): Promise<Api> {
-  const res = await fetch(`${stack.baseUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-    signal: AbortSignal.timeout(ANSWER_MS),
-  });
-  return { status: res.status, json: (await res.json()) as Record<string, any> };
+function api(stack: Stack, key: string, method: string, path: string, body?: unknown): Promise<Api> {
+  return stack.api(key, method, path, body, { signal: AbortSignal.timeout(ANSWER_MS) });
 }
 
 const createOrder = (stack: Stack, key: string, n: number) =>

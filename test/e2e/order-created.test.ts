@@ -20,14 +20,7 @@ afterAll(async () => {
   await receiver?.close();
 });
 
-async function api(key: string, method: string, path: string, body?: unknown) {
-  const res = await fetch(`${stack.baseUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  return { status: res.status, headers: res.headers, json: (await res.json()) as Record<string, any> };
-}
+const api = (key: string, method: string, path: string, body?: unknown) => stack.api(key, method, path, body);
 
 describe('order.created, end to end', () => {
   it('delivers a signed envelope to an HTTPS receiver', async () => {

@@ -27,15 +27,11 @@ afterAll(async () => {
   await receiver?.close();
 });
 
+/** A request that must succeed; its JSON. */
 async function api(key: string, method: string, path: string, body?: unknown) {
-  const res = await fetch(`${stack.baseUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const json = (await res.json()) as Record<string, any>;
-  expect(res.status, JSON.stringify(json)).toBe(200);
-  return json;
+  const res = await stack.api(key, method, path, body);
+  expect(res.status, res.text).toBe(200);
+  return res.json as Record<string, any>;
 }
 
 async function until<T>(fn: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs: number) {

@@ -56,15 +56,8 @@ interface Res {
   json: Record<string, any>;
 }
 
-async function api(key: string, method: string, path: string, body?: unknown): Promise<Res> {
-  const res = await fetch(`${stack.baseUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, text, json: JSON.parse(text) };
-}
+const api = (key: string, method: string, path: string, body?: unknown): Promise<Res> =>
+  stack.api(key, method, path, body);
 
 function ok(res: Res): Record<string, any> {
   expect(res.status, res.text).toBe(200);

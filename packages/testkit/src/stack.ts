@@ -37,9 +37,26 @@ export interface Stack {
   alive(part: Part): boolean;
   /** Runs the mcs CLI with the stack's environment; resolves its stdout. */
   cli(args: string[]): Promise<string>;
+  /** One /v1 request as a client makes it: Bearer `key`, JSON body. */
+  api(
+    key: string,
+    method: string,
+    path: string,
+    body?: unknown,
+    opts?: { signal?: AbortSignal },
+  ): Promise<ApiResponse>;
   /** `mcs accounts create` → the parsed JSON it prints. */
   createAccount(email?: string): Promise<AccountKeys>;
   stop(): Promise<void>;
+}
+
+export interface ApiResponse {
+  status: number;
+  headers: Headers;
+  text: string;
+  /** The parsed body, or null when it is not JSON. */
+  // biome-ignore lint/suspicious/noExplicitAny: tests read whatever the API answered
+  json: any;
 }
 
 export interface AccountKeys {
@@ -184,6 +201,20 @@ export async function startStack(
       return child !== undefined && child.exitCode === null && child.signalCode === null;
     },
     cli,
+    async api(key, method, path, body, opts = {}) {
+      const res = await fetch(`http://127.0.0.1:${base}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        ...(opts.signal ? { signal: opts.signal } : {}),
+      });
+      const text = await res.text();
+      let json = null;
+      try {
+        json = JSON.parse(text);
+      } catch {}
+      return { status: res.status, headers: res.headers, text, json };
+    },
     async createAccount(email = `owner-${randomBytes(4).toString('hex')}@example.com`) {
       return JSON.parse(await cli(['accounts', 'create', '--email', email])) as AccountKeys;
     },
