@@ -1,14 +1,32 @@
-// A service process: a Connect server over HTTP/2 cleartext (speaking Connect, gRPC and
-// gRPC-Web, so stock gRPC clients work), and an orderly stop on SIGTERM/SIGINT.
+// A service process: one cleartext port that speaks HTTP/2 (Connect, gRPC and gRPC-Web, so stock
+// gRPC clients work) and HTTP/1.1 keep-alive (Connect and gRPC-Web; what the gateway calls with,
+// because on Node it costs less CPU per call than HTTP/2, see test/bench/transport.ts), and an
+// orderly stop on SIGTERM/SIGINT.
+import http from 'node:http';
 import http2 from 'node:http2';
+import net from 'node:net';
 import type { ConnectRouter, Interceptor } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import type { Logger } from './log.ts';
 
 export interface ServerHandle {
   port: number;
+  /** Stops accepting, lets in-flight calls finish, closes idle connections; resolves when all are gone. */
   close(): Promise<void>;
 }
+
+/** What an HTTP/2 client sends first ("prior knowledge" h2c, RFC 9113 §3.4); no HTTP/1 request starts so. */
+const H2_PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
+
+/** How long a new connection may stay silent before it is dropped (it has not picked a protocol yet). */
+const SNIFF_TIMEOUT_MS = 30_000;
+
+/**
+ * Keep-alive on the HTTP/1.1 side: longer than any client agent keeps a free socket by default,
+ * and announced in `Keep-Alive: timeout=…`, which Node's agent honours, so a client never sends on
+ * a socket the server is closing.
+ */
+const KEEP_ALIVE_TIMEOUT_MS = 65_000;
 
 export async function startConnectServer(opts: {
   routes: (router: ConnectRouter) => void;
@@ -17,12 +35,77 @@ export async function startConnectServer(opts: {
   interceptors?: Interceptor[];
 }): Promise<ServerHandle> {
   const handler = connectNodeAdapter({ routes: opts.routes, interceptors: opts.interceptors ?? [] });
-  const server = http2.createServer(handler);
+  let closing = false;
+
+  // HTTP/2: sessions are tracked so close() can send GOAWAY (in-flight streams still finish).
+  const h2 = http2.createServer(handler);
   const sessions = new Set<http2.ServerHttp2Session>();
-  server.on('session', (s) => {
+  h2.on('session', (s) => {
     sessions.add(s);
     s.on('close', () => sessions.delete(s));
+    if (closing) s.close();
   });
+
+  // HTTP/1.1: a socket is busy while a response on it is unfinished. Closing ends idle sockets at
+  // once, and busy ones right after their last response, which says `Connection: close` when its
+  // head is still unwritten (so the client's agent does not reuse the socket meanwhile).
+  const busy = new Map<net.Socket, Set<http.ServerResponse>>();
+  const h1Sockets = new Set<net.Socket>();
+  const h1 = http.createServer({ keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS }, (req, res) => {
+    const socket = req.socket;
+    const responses = busy.get(socket) ?? new Set<http.ServerResponse>();
+    busy.set(socket, responses);
+    responses.add(res);
+    if (closing) res.setHeader('connection', 'close');
+    res.once('close', () => {
+      responses.delete(res);
+      if (responses.size > 0) return;
+      busy.delete(socket);
+      if (closing) socket.destroySoon();
+    });
+    handler(req, res);
+  });
+  h1.on('connection', (socket: net.Socket) => {
+    h1Sockets.add(socket);
+    socket.once('close', () => h1Sockets.delete(socket));
+  });
+
+  // The listener: read the first bytes of each connection, then hand the socket, bytes put back,
+  // to the HTTP/2 or the HTTP/1.1 server. Both run the same Connect handler.
+  const undecided = new Set<net.Socket>();
+  const server = net.createServer((socket) => {
+    undecided.add(socket);
+    let seen: Buffer = Buffer.alloc(0);
+    const timer = setTimeout(() => socket.destroy(), SNIFF_TIMEOUT_MS);
+    const stop = () => {
+      clearTimeout(timer);
+      undecided.delete(socket);
+      socket.off('data', onData);
+      socket.off('error', onGone);
+      socket.off('close', onGone);
+    };
+    const onGone = () => {
+      stop();
+      socket.destroy();
+    };
+    const onData = (chunk: Buffer) => {
+      seen = seen.length === 0 ? chunk : Buffer.concat([seen, chunk]);
+      const n = Math.min(seen.length, H2_PREFACE.length);
+      const isH2Prefix = seen.compare(H2_PREFACE, 0, n, 0, n) === 0;
+      // A prefix of the preface that is still short: wait for more (a client may write byte by byte).
+      if (isH2Prefix && n < H2_PREFACE.length) return;
+      stop();
+      socket.pause();
+      socket.unshift(seen);
+      (isH2Prefix ? h2 : h1).emit('connection', socket);
+      // Both servers take over the socket on 'connection'; the bytes put back are read on resume.
+      process.nextTick(() => socket.resume());
+    };
+    socket.on('data', onData);
+    socket.on('error', onGone);
+    socket.on('close', onGone);
+  });
+
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     // SERVICE_HOST lets containers bind every interface; locally services stay on loopback.
@@ -33,9 +116,16 @@ export async function startConnectServer(opts: {
     port: typeof address === 'object' && address ? address.port : opts.port,
     close: () =>
       new Promise<void>((resolve) => {
+        closing = true;
+        // Resolves once every accepted socket, whichever protocol it took, is closed.
         server.close(() => resolve());
-        // Let in-flight calls finish, then end idle sessions so close() can complete.
+        for (const socket of undecided) socket.destroy();
         for (const s of sessions) s.close();
+        for (const socket of h1Sockets) {
+          const responses = busy.get(socket);
+          if (!responses) socket.destroySoon();
+          else for (const res of responses) if (!res.headersSent) res.setHeader('connection', 'close');
+        }
       }),
   };
 }
