@@ -1,7 +1,21 @@
 // The transactional outbox (DESIGN.md "Events and their guarantees"): a write and its event
-// commit in one transaction; a relay publishes committed rows to JetStream with the event id as
-// Nats-Msg-Id (JetStream drops duplicates), then deletes them. Several replicas share one outbox
-// through FOR UPDATE SKIP LOCKED; a crash between publish and delete only republishes.
+// commit in one transaction; the relay publishes committed events to JetStream with the event id
+// as Nats-Msg-Id (JetStream drops duplicates), then deletes their rows.
+//
+// Two ways out of the outbox:
+// - The fast path. A write run under `relay.publishAfter` collects the events its statements
+//   wrote (appendEvent, insertWithEvent) in memory; once the write resolved, i.e. committed,
+//   the relay publishes them straight from memory, without reading them back, and deletes their
+//   rows in batches (one `delete … where event_id = any($1)` per short window). A publish that
+//   fails leaves its row for the poll.
+// - The poll. Rows older than `minAgeMs` (a few seconds: left by a crash, a failed publish, or a
+//   replica that did not hand them over) are published by a fallback poll that takes them with
+//   FOR UPDATE SKIP LOCKED, so several replicas share them. Fresh rows are left to the fast path
+//   of the process that wrote them, so poll and fast path do not race for them; when they do
+//   meet (a row older than minAgeMs still in flight), the same event is published twice and
+//   JetStream drops the second.
+// A crash between publish and delete only republishes.
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { create, toBinary } from '@bufbuild/protobuf';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import { events } from '@mcs/proto';
@@ -51,11 +65,15 @@ export interface NewEvent {
   createdAtMs?: number;
 }
 
+/** An outbox row as the relay publishes it: the event id, its REST type name and the proto bytes. */
+export interface OutboxRow {
+  eventId: string;
+  type: string;
+  payload: Uint8Array;
+}
+
 /** The event of `input` and its outbox row, built in JS: id and time are known before any write. */
-export function outboxEntry(input: NewEvent): {
-  event: events.Event;
-  row: { eventId: string; type: string; payload: Uint8Array };
-} {
+export function outboxEntry(input: NewEvent): { event: events.Event; row: OutboxRow } {
   const event = create(events.EventSchema, {
     id: newId('evt'),
     type: input.type,
@@ -70,10 +88,68 @@ export function outboxEntry(input: NewEvent): {
   };
 }
 
+/**
+ * What the write running under `Relay.publishAfter` wrote so far (nothing is collected outside
+ * one). An event is handed to the relay only once it is known to be committed:
+ * - a statement outside any transaction (on the pool) commits by itself: `committed` as soon as
+ *   it succeeded;
+ * - a transaction opened by `transaction()` below collects its events aside and adds them to
+ *   `committed` once its COMMIT succeeded; a rollback drops them;
+ * - a transaction the outbox did not open (plain `db.transaction`, a savepoint) may still roll
+ *   back while the write goes on and succeeds (a caught error, an idempotency replay): its event
+ *   ids go to `unverified`, and after the write the relay reads back whichever of them exist,
+ *   i.e. committed, and publishes those (the poll's statements, for these rows only).
+ */
+interface Collected {
+  committed: OutboxRow[];
+  unverified: string[];
+}
+const collecting = new AsyncLocalStorage<Collected>();
+/** The events of each transaction opened by `transaction()`, until it commits. */
+const byTransaction = new WeakMap<object, OutboxRow[]>();
+
+/** drizzle's transactions (and savepoints) have rollback(); the pool-backed db does not. */
+const isTransaction = (db: Tx): boolean => typeof (db as { rollback?: unknown }).rollback === 'function';
+
+/**
+ * Tells the relay that a statement on `db` wrote `row` to the outbox and succeeded; call it
+ * right after such a statement (appendEvent and insertWithEvent do). Outside `publishAfter` it
+ * does nothing: the poll publishes the row.
+ */
+export function eventWritten(db: Tx, row: OutboxRow): void {
+  const pending = byTransaction.get(db);
+  if (pending) {
+    pending.push(row);
+    return;
+  }
+  const store = collecting.getStore();
+  if (!store) return;
+  if (isTransaction(db)) store.unverified.push(row.eventId);
+  else store.committed.push(row);
+}
+
+/**
+ * `db.transaction(fn)` whose events (appendEvent, insertWithEvent on its `tx`) reach the relay
+ * of the enclosing `publishAfter` once the COMMIT succeeded, and never if it rolled back. Use it
+ * for every transaction that writes events; a plain db.transaction also works, one statement
+ * slower (see Collected).
+ */
+export async function transaction<T>(db: Tx, fn: (tx: Tx) => Promise<T>): Promise<T> {
+  const rows: OutboxRow[] = [];
+  const result = await db.transaction((tx) => {
+    byTransaction.set(tx, rows);
+    return fn(tx);
+  });
+  // A savepoint's release is no commit: its events join the transaction around it.
+  for (const row of rows) eventWritten(db, row);
+  return result;
+}
+
 /** Writes an event in the caller's transaction; it is published once that transaction commits. */
 export async function appendEvent(tx: Tx, table: OutboxTable, input: NewEvent): Promise<events.Event> {
   const { event, row } = outboxEntry(input);
   await tx.insert(table).values(row);
+  eventWritten(tx, row);
   return event;
 }
 
@@ -114,6 +190,8 @@ export async function insertWithEvent<T extends PgTable, V extends T['$inferInse
       sql`insert into ${outbox} (${sql.join(cols, sql`, `)}) select ${row.eventId}::text, ${row.type}::text, ${Buffer.from(row.payload.buffer, row.payload.byteOffset, row.payload.byteLength)}::bytea from ${o}`,
     );
   const rows = await db.with(o, e).select().from(o);
+  // Written only if the insert took: a conflict writes neither row nor event.
+  if (rows[0] !== undefined) eventWritten(db, row);
   return rows[0] as T['$inferSelect'] | undefined;
 }
 
@@ -124,13 +202,38 @@ export interface RelayOptions {
   js: JetStreamClient;
   names: StreamNames;
   log: Logger;
-  /** Fallback poll for rows written by other replicas or left by a crash. */
+  /** How often the fallback poll looks for rows nobody published. */
   pollMs?: number;
+  /**
+   * The poll takes only rows at least this old (default 3 s), leaving fresh ones to the fast
+   * path of the process that wrote them: what a crash, a failed publish or a write that did not
+   * hand its events over costs in latency.
+   */
+  minAgeMs?: number;
+  /** Rows per poll round, and outbox rows deleted per statement. */
   batch?: number;
+  /** How long published events wait to be deleted together (default 50 ms). */
+  deleteWindowMs?: number;
+  /** Fast-path publishes awaiting their JetStream ack at most; past it, rows wait for the poll. */
+  maxInFlight?: number;
 }
 
 export interface Relay {
-  /** Call after a commit that appended events: publishes them without waiting for the poll. */
+  /**
+   * Runs `write` and, once it resolved, publishes the events it committed (appendEvent,
+   * insertWithEvent, eventWritten): from memory those written outside a transaction or in one
+   * opened by `transaction()`; those of other transactions after reading them back (see
+   * Collected). Returns the write's result without waiting for the publish. If `write` fails,
+   * nothing is published: rows that committed anyway (an unknown commit outcome, a failure after
+   * the commit) are left to the poll. Inside another publishAfter it simply runs `write`.
+   */
+  publishAfter<T>(write: () => Promise<T>): Promise<T>;
+  /** Publishes events whose rows are known to be committed, e.g. collected by another means. */
+  publish(rows: readonly OutboxRow[]): void;
+  /**
+   * Publishes every row now, however fresh: for writes that committed events without handing
+   * them over. The fast path makes this unnecessary.
+   */
   wake(): void;
   stop(): Promise<void>;
 }
@@ -138,19 +241,107 @@ export interface Relay {
 export function startRelay(opts: RelayOptions): Relay {
   const { pool, js, names, log } = opts;
   const batch = opts.batch ?? 256;
+  const minAgeMs = opts.minAgeMs ?? 3_000;
+  const deleteWindowMs = opts.deleteWindowMs ?? 50;
+  const maxInFlight = opts.maxInFlight ?? 4_096;
   const table = `"${opts.schema}".outbox`;
+  let stopped = false;
+
+  // ---- the fast path: publish from memory, delete in batches --------------------------------
+  const inFlight = new Set<Promise<void>>();
+  let toDelete: string[] = [];
+  let deleteTimer: NodeJS.Timeout | null = null;
+  const deleting = new Set<Promise<void>>();
+  const verifying = new Set<Promise<void>>();
+  /** Failed fast publishes since the last success: logged once per run of failures. */
+  let fastFailures = 0;
+
+  function flushDeletes(): void {
+    if (deleteTimer) clearTimeout(deleteTimer);
+    deleteTimer = null;
+    if (toDelete.length === 0) return;
+    const ids = toDelete;
+    toDelete = [];
+    const p = pool
+      .query(`delete from ${table} where event_id = any($1::text[])`, [ids])
+      .then(
+        () => {},
+        // Published but still in the outbox: the poll publishes them again once they age, and
+        // JetStream (or the consumer's idempotent record) drops the repeat.
+        (err: Error) => log.warn({ err: err.message, rows: ids.length }, 'outbox relay: delete failed'),
+      )
+      .finally(() => deleting.delete(p));
+    deleting.add(p);
+  }
+
+  function published(eventId: string): void {
+    toDelete.push(eventId);
+    if (toDelete.length >= batch) flushDeletes();
+    else if (!deleteTimer) deleteTimer = setTimeout(flushDeletes, deleteWindowMs);
+  }
+
+  function publish(rows: readonly OutboxRow[]): void {
+    for (const row of rows) {
+      // Stopped, or too many awaiting acks (JetStream unreachable): the row waits for the poll.
+      if (stopped || inFlight.size >= maxInFlight) continue;
+      const p = js
+        .publish(names.subject(row.type), row.payload, { msgID: row.eventId, timeout: 5_000 })
+        .then(
+          () => {
+            fastFailures = 0;
+            published(row.eventId);
+          },
+          (err: Error) => {
+            if (fastFailures++ === 0)
+              log.warn({ err: err.message }, 'outbox relay: publish failed, the poll will retry');
+          },
+        )
+        .finally(() => inFlight.delete(p));
+      inFlight.add(p);
+    }
+  }
+
+  async function publishAfter<T>(write: () => Promise<T>): Promise<T> {
+    if (collecting.getStore()) return write();
+    const store: Collected = { committed: [], unverified: [] };
+    const result = await collecting.run(store, write);
+    if (store.committed.length > 0) publish(store.committed);
+    if (store.unverified.length > 0) verify(store.unverified);
+    return result;
+  }
+
+  /** Publishes those of `ids` that exist, i.e. committed; a lost race with the poll skips them. */
+  function verify(ids: string[]): void {
+    if (stopped) return;
+    const p: Promise<void> = drainOnce(0, ids)
+      .then(
+        () => {},
+        (err: Error) => log.warn({ err: err.message }, 'outbox relay: publish failed, the poll will retry'),
+      )
+      .finally(() => verifying.delete(p));
+    verifying.add(p);
+  }
+
+  // ---- the poll: rows nobody published --------------------------------------------------
   let running: Promise<void> | null = null;
   let again = false;
-  let stopped = false;
+  /** The next drain takes fresh rows too (wake()). */
+  let all = false;
   let failures = 0;
 
-  async function drainOnce(): Promise<number> {
+  /** One round of the poll: rows at least `minAge` old (or the rows of `ids`), oldest first. */
+  async function drainOnce(minAge: number, ids?: string[]): Promise<number> {
     const client = await pool.connect();
     try {
       await client.query('begin');
       const { rows } = await client.query<{ seq: number; event_id: string; type: string; payload: Buffer }>(
-        `select seq, event_id, type, payload from ${table} order by seq limit $1 for update skip locked`,
-        [batch],
+        ids
+          ? `select seq, event_id, type, payload from ${table} where event_id = any($2::text[])
+              order by seq limit $1 for update skip locked`
+          : `select seq, event_id, type, payload from ${table}
+              where created_at <= now() - make_interval(secs => $2)
+              order by seq limit $1 for update skip locked`,
+        [ids ? ids.length : batch, ids ?? minAge / 1000],
       );
       if (rows.length > 0) {
         await Promise.all(
@@ -170,11 +361,22 @@ export function startRelay(opts: RelayOptions): Relay {
     }
   }
 
+  /** One cheap statement when there is nothing to do, the common case. */
+  async function anyAged(minAge: number): Promise<boolean> {
+    const { rows } = await pool.query(
+      `select 1 from ${table} where created_at <= now() - make_interval(secs => $1) limit 1`,
+      [minAge / 1000],
+    );
+    return rows.length > 0;
+  }
+
   async function drain(): Promise<void> {
     do {
       again = false;
+      const minAge = all ? 0 : minAgeMs;
+      all = false;
       try {
-        while (!stopped && (await drainOnce()) === batch) {}
+        if (await anyAged(minAge)) while (!stopped && (await drainOnce(minAge)) === batch) {}
         failures = 0;
       } catch (err) {
         failures++;
@@ -185,7 +387,7 @@ export function startRelay(opts: RelayOptions): Relay {
     } while (again && !stopped);
   }
 
-  function wake(): void {
+  function poll(): void {
     if (stopped) return;
     if (running) {
       again = true;
@@ -196,16 +398,26 @@ export function startRelay(opts: RelayOptions): Relay {
     });
   }
 
-  const timer = setInterval(wake, opts.pollMs ?? 1_000);
+  function wake(): void {
+    all = true;
+    poll();
+  }
+
+  const timer = setInterval(poll, opts.pollMs ?? 1_000);
   timer.unref();
-  wake();
+  poll();
 
   return {
+    publishAfter,
+    publish,
     wake,
     async stop() {
       stopped = true;
       clearInterval(timer);
       await running;
+      await Promise.allSettled([...inFlight, ...verifying]);
+      flushDeletes();
+      await Promise.allSettled([...deleting]);
     },
   };
 }

@@ -1,0 +1,363 @@
+// The outbox relay against the real PostgreSQL and NATS JetStream of the machine: events
+// published from memory after commit, nothing for a rolled-back write, rows left behind taken
+// by the poll once they have aged, deletes grouped into batches.
+import { randomBytes } from 'node:crypto';
+import { fromBinary, toBinary } from '@bufbuild/protobuf';
+import { events } from '@mcs/proto';
+import { pgSchema, text } from 'drizzle-orm/pg-core';
+import { AckPolicy, connect, DeliverPolicy, type JetStreamClient, type NatsConnection } from 'nats';
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_DATABASE_URL, DEFAULT_NATS_URL } from './config.ts';
+import { createDatabase, type Database } from './db.ts';
+import { createLogger } from './log.ts';
+import { ensureStream, type StreamNames, streamNames } from './nats.ts';
+import {
+  appendEvent,
+  insertWithEvent,
+  type NewEvent,
+  outboxEntry,
+  outboxTable,
+  type Relay,
+  type RelayOptions,
+  startRelay,
+  transaction,
+} from './outbox.ts';
+
+const schema = pgSchema('relay_test');
+const outbox = outboxTable(schema);
+const things = schema.table('things', { id: text('id').primaryKey() });
+
+const serverUrl = process.env.DATABASE_URL ?? DEFAULT_DATABASE_URL;
+const dbName = `mcs_test_${randomBytes(8).toString('hex')}`;
+let database: Database;
+let nc: NatsConnection;
+let names: StreamNames;
+const relays: Relay[] = [];
+
+async function onMaintenance(query: string) {
+  const u = new URL(serverUrl);
+  u.pathname = '/postgres';
+  const c = new pg.Client({ connectionString: u.toString() });
+  await c.connect();
+  try {
+    await c.query(query);
+  } finally {
+    await c.end();
+  }
+}
+
+beforeAll(async () => {
+  await onMaintenance(`create database "${dbName}"`);
+  const u = new URL(serverUrl);
+  u.pathname = `/${dbName}`;
+  database = createDatabase(u.toString(), { name: 'relay-test', max: 8 });
+  await database.pool.query(`
+    create schema relay_test;
+    create table relay_test.outbox (
+      seq bigserial primary key, event_id text not null unique, type text not null,
+      payload bytea not null, created_at timestamptz not null default now());
+    create table relay_test.things (id text primary key);`);
+  nc = await connect({ servers: process.env.NATS_URL ?? DEFAULT_NATS_URL });
+  names = streamNames(`t${randomBytes(6).toString('hex')}`);
+  await ensureStream(await nc.jetstreamManager(), names);
+});
+afterEach(async () => {
+  for (const r of relays.splice(0)) await r.stop();
+  await database.pool.query('truncate relay_test.outbox, relay_test.things');
+});
+afterAll(async () => {
+  await (await nc?.jetstreamManager())?.streams.delete(names.stream).catch(() => {});
+  await nc?.close();
+  await database?.close();
+  await onMaintenance(`drop database if exists "${dbName}" with (force)`);
+});
+
+/** The relay's own pool, recording every statement it sends (the database is the real one). */
+function recordingPool(): {
+  pool: pg.Pool;
+  statements: Array<{ text: string; values: unknown[] | undefined }>;
+} {
+  const statements: Array<{ text: string; values: unknown[] | undefined }> = [];
+  const real = database.pool;
+  const note = (text: unknown, values: unknown) => {
+    if (typeof text === 'string') statements.push({ text: text.trim(), values: values as unknown[] });
+  };
+  const pool = Object.create(real) as pg.Pool;
+  pool.query = ((text: unknown, values?: unknown) => {
+    note(text, values);
+    return real.query(text as string, values as unknown[]);
+  }) as pg.Pool['query'];
+  pool.connect = (async () => {
+    const client = await real.connect();
+    const query = client.query.bind(client);
+    return Object.assign(Object.create(client), {
+      query: (text: unknown, values?: unknown) => {
+        note(text, values);
+        return query(text as string, values as unknown[]);
+      },
+      release: () => client.release(),
+    });
+  }) as pg.Pool['connect'];
+  return { pool, statements };
+}
+
+function relay(over: Partial<RelayOptions> = {}): Relay {
+  const r = startRelay({
+    pool: database.pool,
+    schema: 'relay_test',
+    js: nc.jetstream(),
+    names,
+    log: createLogger('relay-test', 'silent'),
+    // By default no poll in the test's time: what arrives came from memory.
+    pollMs: 60_000,
+    minAgeMs: 60_000,
+    ...over,
+  });
+  relays.push(r);
+  return r;
+}
+
+let n = 0;
+function newEvent(): NewEvent {
+  return {
+    type: events.EventType.ORDER_CREATED,
+    accountId: `acct_${++n}`,
+    livemode: false,
+    data: { case: 'order', value: { id: `ord_${n}` } as never },
+  };
+}
+
+/** Event ids in the stream, in stream order (every message, repeats included). */
+async function streamEventIds(): Promise<string[]> {
+  const jsm = await nc.jetstreamManager();
+  const info = await jsm.streams.info(names.stream);
+  const total = info.state.messages;
+  if (total === 0) return [];
+  const name = `probe${randomBytes(4).toString('hex')}`;
+  await jsm.consumers.add(names.stream, {
+    name,
+    ack_policy: AckPolicy.None,
+    deliver_policy: DeliverPolicy.All,
+    inactive_threshold: 5_000_000_000,
+  });
+  const consumer = await nc.jetstream().consumers.get(names.stream, name);
+  const ids: string[] = [];
+  const batch = await consumer.fetch({ max_messages: total, expires: 2_000 });
+  for await (const m of batch) {
+    ids.push(fromBinary(events.EventSchema, m.data).id);
+    if (ids.length === total) break;
+  }
+  return ids;
+}
+
+async function until<T>(fn: () => Promise<T | undefined | false>, timeoutMs = 5_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+const outboxIds = async () =>
+  (await database.pool.query<{ event_id: string }>('select event_id from relay_test.outbox')).rows.map(
+    (r) => r.event_id,
+  );
+const streamStart = async () => (await nc.jetstreamManager()).streams.info(names.stream);
+
+describe('outbox relay', () => {
+  it('publishes a committed transaction’s events from memory and deletes their rows', async () => {
+    const before = (await streamStart()).state.messages;
+    const { pool, statements } = recordingPool();
+    const r = relay({ pool });
+    const ids = await r.publishAfter(() =>
+      transaction(database.db, async (tx) => [
+        (await appendEvent(tx, outbox, newEvent())).id,
+        (await appendEvent(tx, outbox, newEvent())).id,
+      ]),
+    );
+    const got = await until(async () => {
+      const all = await streamEventIds();
+      return all.length >= before + 2 && all;
+    });
+    expect(got.slice(before)).toEqual(expect.arrayContaining(ids));
+    await until(async () => (await outboxIds()).length === 0);
+    // Nothing read back: besides the start-up poll's one look, the relay sent one delete for both.
+    const own = statements.filter((st) => !st.text.startsWith('select 1 from'));
+    expect(own.map((st) => st.text)).toEqual([expect.stringMatching(/^delete from .* = any/)]);
+    expect(own[0]!.values).toEqual([expect.arrayContaining(ids)]);
+  });
+
+  it('publishes nothing for a transaction() that rolled back inside a write that went on', async () => {
+    const r = relay({ minAgeMs: 0, pollMs: 100_000 });
+    const before = (await streamStart()).state.messages;
+    const kept = await r.publishAfter(async () => {
+      // An error caught by the write itself, e.g. an idempotency replay answering instead.
+      await transaction(database.db, async (tx) => {
+        await appendEvent(tx, outbox, newEvent());
+        throw new Error('replay instead');
+      }).catch(() => {});
+      // A savepoint that rolls back inside a transaction that commits.
+      return transaction(database.db, async (tx) => {
+        const e = await appendEvent(tx, outbox, newEvent());
+        await transaction(tx, async (sp) => {
+          await appendEvent(sp, outbox, newEvent());
+          throw new Error('savepoint rolled back');
+        }).catch(() => {});
+        return e;
+      });
+    });
+    await until(async () => (await outboxIds()).length === 0);
+    await new Promise((res) => setTimeout(res, 200));
+    expect((await streamEventIds()).slice(before)).toEqual([kept.id]);
+  });
+
+  it('reads back the events of a plain db.transaction and publishes only those that committed', async () => {
+    const { pool, statements } = recordingPool();
+    const r = relay({ pool });
+    const before = (await streamStart()).state.messages;
+    const kept = await r.publishAfter(async () => {
+      await database.db
+        .transaction(async (tx) => {
+          await appendEvent(tx, outbox, newEvent());
+          throw new Error('rolled back');
+        })
+        .catch(() => {});
+      return database.db.transaction((tx) => appendEvent(tx, outbox, newEvent()));
+    });
+    await until(async () => (await outboxIds()).length === 0);
+    await new Promise((res) => setTimeout(res, 200));
+    expect((await streamEventIds()).slice(before)).toEqual([kept.id]);
+    // Both ids were asked for; only the committed one existed.
+    const read = statements.filter((st) => st.text.includes('event_id = any($2'));
+    expect(read.map((st) => (st.values![1] as string[]).length)).toEqual([2]);
+  });
+
+  it('publishes an insertWithEvent row only when the insert took', async () => {
+    const r = relay();
+    const before = (await streamStart()).state.messages;
+    const first = newEvent();
+    const a = await r.publishAfter(() =>
+      insertWithEvent(database.db, things, { id: 'thing_1' }, { outbox, of: () => first }),
+    );
+    expect(a).toEqual({ id: 'thing_1' });
+    // The same id again conflicts: neither row nor event is written, and nothing is published.
+    const b = await r.publishAfter(() =>
+      insertWithEvent(database.db, things, { id: 'thing_1' }, { outbox, of: () => newEvent() }),
+    );
+    expect(b).toBeUndefined();
+    await until(async () => (await outboxIds()).length === 0);
+    await new Promise((res) => setTimeout(res, 200));
+    expect((await streamStart()).state.messages).toBe(before + 1);
+  });
+
+  it('publishes nothing for a write that rolled back', async () => {
+    const r = relay({ minAgeMs: 0, pollMs: 50 });
+    const before = (await streamStart()).state.messages;
+    await expect(
+      r.publishAfter(() =>
+        transaction(database.db, async (tx) => {
+          await appendEvent(tx, outbox, newEvent());
+          throw new Error('changed my mind');
+        }),
+      ),
+    ).rejects.toThrow('changed my mind');
+    await new Promise((res) => setTimeout(res, 300));
+    expect((await streamStart()).state.messages).toBe(before);
+    expect(await outboxIds()).toEqual([]);
+  });
+
+  it('nested publishAfter joins the outer write and publishes when it commits', async () => {
+    const real = nc.jetstream();
+    const calls: string[] = [];
+    const js = {
+      publish: (...args: Parameters<JetStreamClient['publish']>) => {
+        calls.push(args[2]!.msgID!);
+        return real.publish(...args);
+      },
+    } as JetStreamClient;
+    const r = relay({ js });
+    const event = await r.publishAfter(() =>
+      transaction(database.db, async (tx) => {
+        const inner = await r.publishAfter(() => appendEvent(tx, outbox, newEvent()));
+        // Not committed yet: nothing may leave.
+        expect(calls).toEqual([]);
+        return inner;
+      }),
+    );
+    expect(calls).toEqual([event.id]);
+    await until(async () => (await outboxIds()).length === 0);
+  });
+
+  it('leaves a row whose publish failed to the poll, which takes it once it has aged', async () => {
+    const real = nc.jetstream();
+    let failing = true;
+    const js = {
+      publish: (...args: Parameters<JetStreamClient['publish']>) =>
+        failing ? Promise.reject(new Error('JetStream unreachable (injected)')) : real.publish(...args),
+    } as JetStreamClient;
+    const r = relay({ js, pollMs: 50, minAgeMs: 600 });
+    const before = (await streamStart()).state.messages;
+    const committedAt = Date.now();
+    const event = await r.publishAfter(() =>
+      transaction(database.db, (tx) => appendEvent(tx, outbox, newEvent())),
+    );
+    await new Promise((res) => setTimeout(res, 100));
+    expect(await outboxIds()).toEqual([event.id]);
+    failing = false;
+    await until(async () => (await outboxIds()).length === 0);
+    expect(Date.now() - committedAt).toBeGreaterThanOrEqual(550);
+    const ids = await streamEventIds();
+    expect(ids.slice(before)).toEqual([event.id]);
+  });
+
+  it('polls rows left behind by another process, and only once they have aged', async () => {
+    // A row committed by a process that died before publishing it.
+    const { event, row } = outboxEntry(newEvent());
+    await database.db.insert(outbox).values(row);
+    const before = (await streamStart()).state.messages;
+    const started = Date.now();
+    relay({ pollMs: 50, minAgeMs: 500 });
+    await new Promise((res) => setTimeout(res, 250));
+    expect(await outboxIds()).toEqual([event.id]);
+    await until(async () => (await outboxIds()).length === 0);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(400);
+    expect((await streamEventIds()).slice(before)).toEqual([event.id]);
+  });
+
+  it('wake() publishes fresh rows that were not handed over', async () => {
+    const r = relay();
+    const { event, row } = outboxEntry(newEvent());
+    await database.db.insert(outbox).values(row);
+    const before = (await streamStart()).state.messages;
+    r.wake();
+    await until(async () => (await outboxIds()).length === 0);
+    expect((await streamEventIds()).slice(before)).toEqual([event.id]);
+  });
+
+  it('drops a repeated publish of the same event (Nats-Msg-Id), and deletes in batches', async () => {
+    const { pool, statements } = recordingPool();
+    const deletes = () => statements.filter((st) => st.text.startsWith('delete'));
+    const r = relay({ pool, deleteWindowMs: 100 });
+    const before = (await streamStart()).state.messages;
+    const list = await r.publishAfter(() =>
+      transaction(database.db, async (tx) => {
+        const out = [];
+        for (let i = 0; i < 40; i++) out.push(await appendEvent(tx, outbox, newEvent()));
+        return out;
+      }),
+    );
+    await until(async () => (await outboxIds()).length === 0);
+    // 40 published events, one delete statement (the window collects them).
+    expect(deletes().map((st) => (st.values![0] as string[]).length)).toEqual([40]);
+    expect((await streamStart()).state.messages).toBe(before + 40);
+    // The same events published again (a replica's poll meeting the fast path): JetStream drops them.
+    r.publish(
+      list.map((e) => ({ eventId: e.id, type: 'order.created', payload: toBinary(events.EventSchema, e) })),
+    );
+    await until(async () => deletes().length === 2);
+    expect((await streamStart()).state.messages).toBe(before + 40);
+  });
+});
