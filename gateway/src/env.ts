@@ -6,8 +6,6 @@ const schema = baseEnvSchema.extend({
   DOCS_URL: z.string().url().optional(),
   /** How long the gateway trusts a verified API key; revocations also arrive at once over NATS. */
   AUTH_CACHE_TTL: duration.default(30_000),
-  /** How long an in-flight idempotency key stays locked if its gateway dies mid-request. */
-  IDEMPOTENCY_LOCK_TIMEOUT: duration.default(35_000),
   /** Gateway replicas sharing the traffic: each allows rate/N per account. */
   RATE_LIMIT_REPLICAS: z.coerce.number().int().min(1).default(1),
   /** Fault injection for crash tests only (see http.ts). */

@@ -7,11 +7,11 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { create, type DescMessage, type Message } from '@bufbuild/protobuf';
 import type { CallOptions } from '@connectrpc/connect';
 import { apiError, type ErrorCode, type RenderedError, renderConnectError, renderError } from '@mcs/errors';
-import { callerHeaders } from '@mcs/kit/caller';
+import { CALLER_HEADERS, callerHeaders } from '@mcs/kit/caller';
 import type { Logger } from '@mcs/kit/log';
 import { DecodeError, decodeObject, decodeParams, isListResponse, render, renderList } from '@mcs/rest';
 import type { Authenticator } from './auth.ts';
-import { fingerprint, type IdempotencyStore, type Scope } from './idempotency.ts';
+import { createInFlight, fingerprint } from './idempotency.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import type { Match, Route } from './routes.ts';
 
@@ -25,14 +25,13 @@ export interface GatewayDeps {
   clientFor: (route: Route) => Record<string, UnaryCall>;
   auth: Authenticator;
   limiter: RateLimiter;
-  idempotency: IdempotencyStore;
   docsUrl: string;
   log: Logger;
   /** Non-/v1 pages (docs, OpenAPI); returns false when it does not serve the path. */
   pages?: (req: IncomingMessage, res: ServerResponse, path: string) => boolean;
   /** The dashboard (HTML, cookies, form POSTs): serves every path under /dashboard itself. */
   dashboard?: (req: IncomingMessage, res: ServerResponse, path: string) => Promise<void>;
-  /** Fault injection for crash tests: `gateway.after_call` dies between a write's answer and storing it. */
+  /** Fault injection for crash tests: `gateway.after_call` dies after a write's answer came back. */
   failpoint?: string | undefined;
 }
 
@@ -79,6 +78,7 @@ async function readBody(req: IncomingMessage): Promise<Buffer> {
 
 export function createHandler(deps: GatewayDeps) {
   const { log, docsUrl } = deps;
+  const inFlight = createInFlight();
   const fail = (
     code: ErrorCode,
     opts?: { param?: string; message?: string },
@@ -120,7 +120,7 @@ export function createHandler(deps: GatewayDeps) {
     const started = performance.now();
     const method = req.method ?? 'GET';
     let path = '/';
-    let held: Scope | undefined;
+    let held: { accountId: string; livemode: boolean; key: string } | undefined;
     try {
       const url = new URL(req.url ?? '/', 'http://gateway');
       path = url.pathname;
@@ -154,42 +154,36 @@ export function createHandler(deps: GatewayDeps) {
       const request = create(route.method.input, init);
 
       if (key !== undefined) {
-        const scope: Scope = { accountId: principal.accountId, livemode: principal.livemode, key };
-        const begun = await deps.idempotency.begin(scope, fingerprint(method, path, json));
-        switch (begun.kind) {
-          case 'proceed':
-            held = scope;
-            break;
-          case 'replay':
-            return sendBytes(res, begun.status, begun.body, { 'idempotent-replayed': 'true' });
-          case 'in_use':
-            throw apiError('idempotency_key_in_use');
-          case 'mismatch':
-            throw apiError('idempotency_key_reused');
-          default: {
-            const never: never = begun;
-            throw new Error(`unknown idempotency outcome ${String(never)}`);
-          }
-        }
+        if (!inFlight.take(principal.accountId, principal.livemode, key))
+          throw apiError('idempotency_key_in_use');
+        held = { accountId: principal.accountId, livemode: principal.livemode, key };
       }
 
       const call = deps.clientFor(route)[route.method.localName];
       if (!call) throw new Error(`no client method for ${route.method.name}`);
       const headers = callerHeaders(
-        { accountId: principal.accountId, livemode: principal.livemode, idempotencyKey: key },
+        {
+          accountId: principal.accountId,
+          livemode: principal.livemode,
+          idempotency: key === undefined ? undefined : { key, fingerprint: fingerprint(method, path, json) },
+        },
         requestId,
       );
-      const answer = await call(request, { headers, timeoutMs: 30_000 });
+      // The owning service stores a keyed answer with the write and replays it (kit/idempotency).
+      let replayed = false;
+      const answer = await call(request, {
+        headers,
+        timeoutMs: 30_000,
+        onHeader: (h) => {
+          replayed = h.get(CALLER_HEADERS.idempotentReplayed) === 'true';
+        },
+      });
       const output: DescMessage = route.method.output;
       const body = JSON.stringify(
         isListResponse(output) ? renderList(output, answer, path) : render(output, answer),
       );
       if (deps.failpoint === 'gateway.after_call' && route.write) process.kill(process.pid, 'SIGKILL');
-      if (held) {
-        await deps.idempotency.complete(held, 200, body);
-        held = undefined;
-      }
-      sendBytes(res, 200, body);
+      sendBytes(res, 200, body, replayed ? { 'idempotent-replayed': 'true' } : undefined);
     } catch (err) {
       let rendered: RenderedError;
       let extra: Record<string, string> = {};
@@ -207,15 +201,10 @@ export function createHandler(deps: GatewayDeps) {
         else log.error({ err, requestId, method, path }, 'request failed');
         rendered.body.error.message = `${rendered.body.error.message} (Request-Id ${requestId})`;
       }
-      if (held) {
-        // Nothing was done, or the outcome is unknown: either way the client may retry the key.
-        await deps.idempotency
-          .release(held)
-          .catch((e) => log.error({ err: e, requestId }, 'could not release key'));
-      }
       if (!res.headersSent) sendBytes(res, rendered.status, JSON.stringify(rendered.body), extra);
       else res.destroy();
     } finally {
+      if (held) inFlight.release(held.accountId, held.livemode, held.key);
       // Skip building the record on the hot path unless someone reads it.
       if (log.isLevelEnabled('debug')) {
         log.debug(

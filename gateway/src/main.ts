@@ -16,7 +16,6 @@ import { migrateGateway } from './db/migrate.ts';
 import { createPages } from './docs.ts';
 import { loadEnv } from './env.ts';
 import { createHandler, type UnaryCall } from './http.ts';
-import { createIdempotencyStore } from './idempotency.ts';
 import { buildOpenApi } from './openapi.ts';
 import { createRateLimiter } from './rate-limit.ts';
 import { buildRoutes, createMatcher, type Route } from './routes.ts';
@@ -27,19 +26,12 @@ const log = createLogger('gateway', env.LOG_LEVEL);
 await runProcess(log, async () => {
   const database = createDatabase(env.DATABASE_URL, { name: 'gateway', max: 16 });
   await migrateGateway(database);
-  const idempotency = createIdempotencyStore(database, env.IDEMPOTENCY_LOCK_TIMEOUT);
   const sessions = createSessionStore(database.db);
   const sweep = () =>
-    Promise.all([
-      idempotency.sweep().then(
-        (n) => n > 0 && log.info({ removed: n }, 'expired idempotency keys removed'),
-        (err) => log.warn({ err: (err as Error).message }, 'idempotency sweep failed'),
-      ),
-      sessions.sweep().then(
-        (n) => n > 0 && log.info({ removed: n }, 'expired dashboard sessions removed'),
-        (err) => log.warn({ err: (err as Error).message }, 'session sweep failed'),
-      ),
-    ]);
+    sessions.sweep().then(
+      (n) => n > 0 && log.info({ removed: n }, 'expired dashboard sessions removed'),
+      (err) => log.warn({ err: (err as Error).message }, 'session sweep failed'),
+    );
   void sweep();
   const janitor = setInterval(sweep, 3_600_000);
   janitor.unref();
@@ -92,7 +84,6 @@ await runProcess(log, async () => {
     clientFor,
     auth,
     limiter: createRateLimiter(env.RATE_LIMIT_REPLICAS),
-    idempotency,
     docsUrl: env.docsUrl,
     log,
     pages: createPages(buildOpenApi(routes, env.docsUrl.replace(/\/docs$/, '')), async () => {

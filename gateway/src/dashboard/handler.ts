@@ -11,12 +11,13 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type Timestamp, timestampDate } from '@bufbuild/protobuf/wkt';
 import { type CallOptions, type Client, Code, ConnectError } from '@connectrpc/connect';
 import { renderConnectError } from '@mcs/errors';
-import { callerHeaders } from '@mcs/kit/caller';
+import { callerHeaders, type IdempotencyClaim } from '@mcs/kit/caller';
 import type { Logger } from '@mcs/kit/log';
 import { EVENT_TYPES } from '@mcs/kit/outbox';
 import { type accounts, events, webhooks } from '@mcs/proto';
 import { enumValueName } from '@mcs/rest';
 import type { Authenticator } from '../auth.ts';
+import { fingerprint } from '../idempotency.ts';
 import { cookie, FLASH_COOKIE, readCookies, SESSION_COOKIE } from './cookies.ts';
 import { checkCsrf, csrfTokenFor, sameOrigin } from './csrf.ts';
 import { FLASH_MAX_AGE, type Flash, openFlash, sealFlash } from './flash.ts';
@@ -163,8 +164,8 @@ interface SignedIn {
   call: CallOptions;
 }
 
-function callOptions(session: Session, requestId: string, idempotencyKey?: string): CallOptions {
-  const caller = { accountId: session.accountId, livemode: session.livemode, idempotencyKey };
+function callOptions(session: Session, requestId: string, idempotency?: IdempotencyClaim): CallOptions {
+  const caller = { accountId: session.accountId, livemode: session.livemode, idempotency };
   return { headers: callerHeaders(caller, requestId || undefined), timeoutMs: 30_000 };
 }
 
@@ -456,12 +457,15 @@ export function createDashboard(deps: DashboardDeps): Dashboard {
     const chosen = form.getAll('events');
     const description = (form.get('description') ?? '').trim();
     const key = form.get('idempotency_key') ?? '';
-    const idempotencyKey = FORM_IDEMPOTENCY_KEY.test(key) ? key : undefined;
+    const input = { url, events: chosen, ...(description ? { description } : {}) };
+    // The form's own idempotency key: a double submit adds one endpoint, not two.
+    const idempotency = FORM_IDEMPOTENCY_KEY.test(key)
+      ? { key, fingerprint: fingerprint('POST', '/dashboard/endpoints', input) }
+      : undefined;
     try {
-      // The form's own idempotency key: a double submit adds one endpoint, not two.
       const ep = await deps.webhooks.createWebhookEndpoint(
-        { url, events: chosen, ...(description ? { description } : {}) },
-        callOptions(s.session, s.requestId, idempotencyKey),
+        input,
+        callOptions(s.session, s.requestId, idempotency),
       );
       return {
         flash: {

@@ -6,24 +6,37 @@ import { Code, ConnectError, type HandlerContext } from '@connectrpc/connect';
 export const CALLER_HEADERS = {
   account: 'mcs-account',
   livemode: 'mcs-livemode',
+  /** The client's Idempotency-Key as given; services store only its hash (kit/idempotency). */
   idempotencyKey: 'mcs-idempotency-key',
+  /** SHA-256 of the REST request (method, path, canonical body): a key reused for another request is refused. */
+  idempotencyFingerprint: 'mcs-idempotency-fingerprint',
   requestId: 'request-id',
+  /** Response header: the answer is the stored answer of an earlier call with the same key. */
+  idempotentReplayed: 'mcs-idempotent-replayed',
 } as const;
+
+/** An Idempotency-Key and the fingerprint of the request that carries it. */
+export interface IdempotencyClaim {
+  key: string;
+  fingerprint: string;
+}
 
 export interface Caller {
   accountId: string;
   livemode: boolean;
-  /** The client's Idempotency-Key, stored with what the call creates (unique per account+mode). */
-  idempotencyKey: string | undefined;
+  /** Present when the write is keyed: it happens once per key (kit/idempotency). */
+  idempotency?: IdempotencyClaim | undefined;
 }
 
 export function callerOf(ctx: HandlerContext): Caller {
-  const accountId = ctx.requestHeader.get(CALLER_HEADERS.account);
+  const h = ctx.requestHeader;
+  const accountId = h.get(CALLER_HEADERS.account);
   if (!accountId) throw new ConnectError(`missing ${CALLER_HEADERS.account} metadata`, Code.Unauthenticated);
+  const key = h.get(CALLER_HEADERS.idempotencyKey);
   return {
     accountId,
-    livemode: ctx.requestHeader.get(CALLER_HEADERS.livemode) === 'true',
-    idempotencyKey: ctx.requestHeader.get(CALLER_HEADERS.idempotencyKey) ?? undefined,
+    livemode: h.get(CALLER_HEADERS.livemode) === 'true',
+    idempotency: key ? { key, fingerprint: h.get(CALLER_HEADERS.idempotencyFingerprint) ?? '' } : undefined,
   };
 }
 
@@ -33,7 +46,10 @@ export function callerHeaders(caller: Caller, requestId?: string): Record<string
     [CALLER_HEADERS.account]: caller.accountId,
     [CALLER_HEADERS.livemode]: String(caller.livemode),
   };
-  if (caller.idempotencyKey) h[CALLER_HEADERS.idempotencyKey] = caller.idempotencyKey;
+  if (caller.idempotency) {
+    h[CALLER_HEADERS.idempotencyKey] = caller.idempotency.key;
+    h[CALLER_HEADERS.idempotencyFingerprint] = caller.idempotency.fingerprint;
+  }
   if (requestId) h[CALLER_HEADERS.requestId] = requestId;
   return h;
 }

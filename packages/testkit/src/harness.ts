@@ -156,12 +156,22 @@ export async function startServiceUnderTest<D>(opts: {
   };
 }
 
-/** Caller metadata as the gateway sends it. */
-export function callerMeta(accountId: string, opts: { livemode?: boolean; idempotencyKey?: string } = {}) {
+/**
+ * Caller metadata as the gateway sends it. `fingerprint` stands for the REST request's
+ * fingerprint (the gateway hashes method, path and body); reuse a key with another one to
+ * make "the same key for another request".
+ */
+export function callerMeta(
+  accountId: string,
+  opts: { livemode?: boolean; idempotencyKey?: string; fingerprint?: string } = {},
+) {
   const headers: Record<string, string> = {
     [CALLER_HEADERS.account]: accountId,
     [CALLER_HEADERS.livemode]: String(opts.livemode ?? false),
   };
-  if (opts.idempotencyKey) headers[CALLER_HEADERS.idempotencyKey] = opts.idempotencyKey;
+  if (opts.idempotencyKey) {
+    headers[CALLER_HEADERS.idempotencyKey] = opts.idempotencyKey;
+    headers[CALLER_HEADERS.idempotencyFingerprint] = opts.fingerprint ?? 'fingerprint';
+  }
   return headers;
 }

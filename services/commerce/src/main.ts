@@ -1,12 +1,12 @@
 // The commerce service: products, orders and payments, and their events (via the outbox).
 import { createDatabase } from '@mcs/kit/db';
+import { createKeyStore, startKeyJanitor } from '@mcs/kit/idempotency';
 import { createLogger } from '@mcs/kit/log';
 import { connectNats, ensureStream, streamNames } from '@mcs/kit/nats';
 import { startRelay } from '@mcs/kit/outbox';
-import { startKeyJanitor } from '@mcs/kit/resources';
 import { errorLogger, runProcess, startConnectServer } from '@mcs/kit/server';
 import { migrateCommerce } from './db/migrate.ts';
-import { orders, payments, products } from './db/schema.ts';
+import { idempotencyKeys } from './db/schema.ts';
 import { loadEnv } from './env.ts';
 import { sandboxProviders } from './providers/sandbox.ts';
 import { routes } from './routes.ts';
@@ -21,13 +21,14 @@ await runProcess(log, async () => {
   const names = streamNames(env.MCS_NATS_PREFIX);
   await ensureStream(await nc.jetstreamManager(), names);
   const relay = startRelay({ pool: database.pool, schema: 'commerce', js: nc.jetstream(), names, log });
+  const keys = createKeyStore(database.db, idempotencyKeys);
   const server = await startConnectServer({
-    routes: routes({ db: database.db, relay, payments: sandboxProviders() }),
+    routes: routes({ db: database.db, keys, relay, payments: sandboxProviders() }),
     port: env.port,
     interceptors: [errorLogger(log)],
   });
   log.info({ port: server.port }, 'commerce listening');
-  const janitor = startKeyJanitor(database.db, [products, orders, payments], log);
+  const janitor = startKeyJanitor(keys, log);
   return async () => {
     janitor.stop();
     await server.close();

@@ -1,6 +1,8 @@
 // The commerce service as its handler tests use it (see startServiceUnderTest in @mcs/testkit).
+import { createKeyStore } from '@mcs/kit/idempotency';
 import { type ServiceUnderTest, startServiceUnderTest } from '@mcs/testkit';
 import { migrateCommerce } from './db/migrate.ts';
+import { idempotencyKeys } from './db/schema.ts';
 import type { Deps } from './deps.ts';
 import { sandboxProviders } from './providers/sandbox.ts';
 import { routes } from './routes.ts';
@@ -13,7 +15,12 @@ export function startCommerce(): Promise<CommerceUnderTest> {
   return startServiceUnderTest<Deps>({
     migrate: migrateCommerce,
     schema: 'commerce',
-    deps: (h) => ({ db: h.db.db, relay: h.relay, payments: sandboxProviders() }),
+    deps: (h) => ({
+      db: h.db.db,
+      keys: createKeyStore(h.db.db, idempotencyKeys),
+      relay: h.relay,
+      payments: sandboxProviders(),
+    }),
     routes,
   });
 }

@@ -1,13 +1,13 @@
 // The messaging service: conversations, messages and channel adapters, and their events.
 import { createDatabase } from '@mcs/kit/db';
+import { createKeyStore, startKeyJanitor } from '@mcs/kit/idempotency';
 import { createLogger } from '@mcs/kit/log';
 import { connectNats, ensureStream, streamNames } from '@mcs/kit/nats';
 import { startRelay } from '@mcs/kit/outbox';
-import { startKeyJanitor } from '@mcs/kit/resources';
 import { errorLogger, runProcess, startConnectServer } from '@mcs/kit/server';
 import { sandboxChannels } from './channels/sandbox.ts';
 import { migrateMessaging } from './db/migrate.ts';
-import { conversations, messages } from './db/schema.ts';
+import { idempotencyKeys } from './db/schema.ts';
 import { loadEnv } from './env.ts';
 import { routes } from './routes.ts';
 
@@ -21,13 +21,14 @@ await runProcess(log, async () => {
   const names = streamNames(env.MCS_NATS_PREFIX);
   await ensureStream(await nc.jetstreamManager(), names);
   const relay = startRelay({ pool: database.pool, schema: 'messaging', js: nc.jetstream(), names, log });
+  const keys = createKeyStore(database.db, idempotencyKeys);
   const server = await startConnectServer({
-    routes: routes({ db: database.db, relay, channels: sandboxChannels() }),
+    routes: routes({ db: database.db, keys, relay, channels: sandboxChannels() }),
     port: env.port,
     interceptors: [errorLogger(log)],
   });
   log.info({ port: server.port }, 'messaging listening');
-  const janitor = startKeyJanitor(database.db, [conversations, messages], log);
+  const janitor = startKeyJanitor(keys, log);
   return async () => {
     janitor.stop();
     await server.close();

@@ -1,7 +1,9 @@
 // The messaging service as its handler tests use it (see startServiceUnderTest in @mcs/testkit).
+import { createKeyStore } from '@mcs/kit/idempotency';
 import { type ServiceUnderTest, startServiceUnderTest } from '@mcs/testkit';
 import { sandboxChannels } from './channels/sandbox.ts';
 import { migrateMessaging } from './db/migrate.ts';
+import { idempotencyKeys } from './db/schema.ts';
 import type { Deps } from './deps.ts';
 import { routes } from './routes.ts';
 
@@ -13,7 +15,12 @@ export function startMessaging(): Promise<MessagingUnderTest> {
   return startServiceUnderTest<Deps>({
     migrate: migrateMessaging,
     schema: 'messaging',
-    deps: (h) => ({ db: h.db.db, relay: h.relay, channels: sandboxChannels() }),
+    deps: (h) => ({
+      db: h.db.db,
+      keys: createKeyStore(h.db.db, idempotencyKeys),
+      relay: h.relay,
+      channels: sandboxChannels(),
+    }),
     routes,
   });
 }

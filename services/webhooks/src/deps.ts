@@ -1,4 +1,5 @@
 import type { Db } from '@mcs/kit/db';
+import type { KeyStore } from '@mcs/kit/idempotency';
 import type { DeliveryQueue } from './domain/deliveries.ts';
 import type { EndpointPolicy } from './domain/endpoints.ts';
 import type { SecretBox } from './domain/secrets.ts';
@@ -6,6 +7,8 @@ import type { SecretBox } from './domain/secrets.ts';
 /** What the handlers need, built once in main.ts (and by the tests). */
 export interface Deps {
   db: Db;
+  /** Idempotency keys and their answers (webhooks.idempotency_keys). */
+  keys: KeyStore;
   box: SecretBox;
   policy: EndpointPolicy;
   /** The delivery engine: resends and test events go out at once, without waiting for a poll. */

@@ -3,13 +3,13 @@
 import { fileURLToPath } from 'node:url';
 import { serviceUrl } from '@mcs/kit/config';
 import { createDatabase } from '@mcs/kit/db';
+import { createKeyStore, startKeyJanitor } from '@mcs/kit/idempotency';
 import { createLogger } from '@mcs/kit/log';
 import { connectNats, ensureStream, streamNames } from '@mcs/kit/nats';
-import { startKeyJanitor } from '@mcs/kit/resources';
 import { errorLogger, runProcess, startConnectServer } from '@mcs/kit/server';
 import { startConsumer } from './consumer.ts';
 import { migrateWebhooks } from './db/migrate.ts';
-import { endpoints } from './db/schema.ts';
+import { idempotencyKeys } from './db/schema.ts';
 import { createEngine } from './delivery/engine.ts';
 import { createSender } from './delivery/sender.ts';
 import { createSecretBox, loadSecretsKey } from './domain/secrets.ts';
@@ -73,13 +73,14 @@ await runProcess(log, async () => {
     leaseMs: engine.leaseMs,
     onQueued: (items) => engine.enqueue(items),
   });
+  const keys = createKeyStore(database.db, idempotencyKeys);
   const server = await startConnectServer({
-    routes: routes({ db: database.db, box, policy, queue: engine }),
+    routes: routes({ db: database.db, keys, box, policy, queue: engine }),
     port: env.port,
     interceptors: [errorLogger(log)],
   });
   log.info({ port: server.port }, 'webhooks listening');
-  const janitor = startKeyJanitor(database.db, [endpoints], log);
+  const janitor = startKeyJanitor(keys, log);
   return async () => {
     janitor.stop();
     await server.close();

@@ -1,13 +1,13 @@
 import { create, fromBinary } from '@bufbuild/protobuf';
 import type { Caller } from '@mcs/kit/caller';
+import { createKeyStore, KeyTaken } from '@mcs/kit/idempotency';
 import type { NewEvent } from '@mcs/kit/outbox';
-import { sweepExpiredKeys } from '@mcs/kit/resources';
 import { commerce, events } from '@mcs/proto';
 import { apiErrorOf, freshDatabase, type MigratedDatabase } from '@mcs/testkit';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrateCommerce } from '../db/migrate.ts';
-import { orders, outbox, payments, products } from '../db/schema.ts';
+import { idempotencyKeys, outbox } from '../db/schema.ts';
 import {
   createOrder,
   getOrder,
@@ -28,7 +28,7 @@ beforeAll(async () => {
 });
 afterAll(() => db?.close());
 
-const caller: Caller = { accountId: 'acct_a', livemode: false, idempotencyKey: undefined };
+const caller: Caller = { accountId: 'acct_a', livemode: false };
 const good = {
   customer: { name: 'Ada', phone: '+4915112345678' },
   currency: 'EUR',
@@ -83,8 +83,7 @@ describe('validateOrder', () => {
 
 describe('orders in the database', () => {
   it('creates, reads and lists within one account and mode only', async () => {
-    const { order, created } = await db.db.transaction((tx) => createOrder(tx, caller, good));
-    expect(created).toBe(true);
+    const { order } = await db.db.transaction((tx) => createOrder(tx, caller, good));
     expect(order).toMatchObject({ status: 'pending', total: 1200, currency: 'EUR' });
     expect((await getOrder(db.db, caller, order.id)).id).toBe(order.id);
     expect(await codeOf(() => getOrder(db.db, { ...caller, accountId: 'acct_b' }, order.id))).toBe(
@@ -97,30 +96,8 @@ describe('orders in the database', () => {
     expect(page.data.map((o) => o.id)).toContain(order.id);
   });
 
-  it('frees a key after 24 hours, so reusing it creates a new order', async () => {
-    const keyed = { ...caller, idempotencyKey: 'k-expiring' };
-    const first = await db.db.transaction((tx) => createOrder(tx, keyed, good));
-    const tables = [orders, products, payments];
-    await sweepExpiredKeys(db.db, tables, new Date(Date.now() + 23 * 3600 * 1000));
-    expect((await db.db.transaction((tx) => createOrder(tx, keyed, good))).order.id).toBe(first.order.id);
-    await sweepExpiredKeys(db.db, tables, new Date(Date.now() + 24 * 3600 * 1000 + 1_000));
-    const second = await db.db.transaction((tx) => createOrder(tx, keyed, good));
-    expect(second.created).toBe(true);
-    expect(second.order.id).not.toBe(first.order.id);
-  });
-
-  it('returns the first order again for a reused idempotency key', async () => {
-    const keyed = { ...caller, idempotencyKey: 'k-1' };
-    const a = await db.db.transaction((tx) => createOrder(tx, keyed, good));
-    const b = await db.db.transaction((tx) => createOrder(tx, keyed, good));
-    expect(b.created).toBe(false);
-    expect(b.order.id).toBe(a.order.id);
-    const other = await db.db.transaction((tx) => createOrder(tx, { ...keyed, accountId: 'acct_c' }, good));
-    expect(other.created).toBe(true);
-  });
-
   it('pages newest first with starting_after', async () => {
-    const acct: Caller = { accountId: 'acct_pages', livemode: false, idempotencyKey: undefined };
+    const acct: Caller = { accountId: 'acct_pages', livemode: false };
     const ids: string[] = [];
     for (let i = 0; i < 5; i++)
       ids.push((await db.db.transaction((tx) => createOrder(tx, acct, good, clock()))).order.id);
@@ -135,7 +112,7 @@ describe('orders in the database', () => {
 });
 
 describe('orders priced from products', () => {
-  const shop: Caller = { accountId: 'acct_shop', livemode: false, idempotencyKey: undefined };
+  const shop: Caller = { accountId: 'acct_shop', livemode: false };
   const product = async (c: Caller, price: number, currency = 'EUR', name = 'Tea') =>
     (await db.db.transaction((tx) => createProduct(tx, c, { name, price, currency }))).product;
   const order = (c: Caller, items: unknown[], currency = 'EUR') =>
@@ -195,17 +172,6 @@ describe('orders priced from products', () => {
     expect((await apiErrorOf(order(shop, [{ product: p.id, quantity: 0 }]))).param).toBe('items[0].quantity');
   });
 
-  it('answers a retried key with its order even when the retry would now fail validation', async () => {
-    const p = await product(shop, 100);
-    const keyed = { ...shop, idempotencyKey: 'order-after-archive' };
-    const first = await order(keyed, [{ product: p.id, quantity: 1 }]);
-    await db.db.transaction((tx) => archiveProduct(tx, shop, p.id));
-    const retry = await order(keyed, [{ product: p.id, quantity: 1 }]);
-    expect(retry).toEqual({ created: false, order: first.order });
-    // Without the key, the same request is refused.
-    expect((await apiErrorOf(order(shop, [{ product: p.id, quantity: 1 }]))).param).toBe('items[0].product');
-  });
-
   it('keeps the price it was created with when the product changes later', async () => {
     const p = await product(shop, 100);
     const { order: o } = await order(shop, [{ product: p.id, quantity: 1 }]);
@@ -215,7 +181,7 @@ describe('orders priced from products', () => {
 });
 
 describe('an order and its event in one statement', () => {
-  const acct: Caller = { accountId: 'acct_one', livemode: false, idempotencyKey: undefined };
+  const acct: Caller = { accountId: 'acct_one', livemode: false };
   /** The pool, with every statement it is sent recorded: one statement is one round trip. */
   const counted = () => {
     const sent: string[] = [];
@@ -234,16 +200,18 @@ describe('an order and its event in one statement', () => {
       .map((r) => ({ ...r, event: fromBinary(events.EventSchema, r.payload) }))
       .filter((r) => r.event.data.value?.id === id);
 
-  it('writes the order and its event with one statement, and neither for a taken key', async () => {
-    const keyed = { ...acct, idempotencyKey: 'k-one-statement' };
+  it('writes the order, its event and its key with one statement, and none of them for a taken key', async () => {
+    const keys = createKeyStore(db.db, idempotencyKeys);
+    const keyed: Caller = { ...acct, idempotency: { key: 'k-one-statement', fingerprint: 'fp' } };
+    const sidecar = { event: eventOf, key: { keys, answer: (o: Order) => new TextEncoder().encode(o.id) } };
     const { sent, db: pool } = counted();
     const at = clock();
-    const first = await createOrder(pool, keyed, good, at, eventOf);
-    expect(first.created).toBe(true);
+    const first = await createOrder(pool, keyed, good, at, sidecar);
     expect(first.order).toMatchObject({ status: 'pending', total: 1200, createdAt: at, updatedAt: at });
+    expect(first.event?.type).toBe('order.created');
     expect(sent).toHaveLength(1);
     expect(sent[0]).toMatch(
-      /^with "o" as \(insert into "commerce"."orders" .* on conflict do nothing returning .*"e" as \(insert into "commerce"."outbox"/,
+      /^\s*with k as \(\s*insert into "commerce"."idempotency_keys".*o as \(insert into "commerce"."orders" .*e as \(insert into "commerce"."outbox"/s,
     );
     const written = await eventsAbout(first.order.id);
     expect(written).toHaveLength(1);
@@ -252,11 +220,16 @@ describe('an order and its event in one statement', () => {
     expect(written[0]!.event.accountId).toBe('acct_one');
     expect(written[0]!.event.data.value).toMatchObject({ id: first.order.id, total: 1200n });
     expect(written[0]!.event.createdAt?.seconds).toBe(BigInt(Math.floor(at.getTime() / 1000)));
+    expect(await getOrder(db.db, acct, first.order.id)).toEqual(first.order);
 
     sent.length = 0;
-    const again = await createOrder(pool, keyed, good, clock(), eventOf);
-    expect(again).toEqual({ created: false, order: first.order });
-    expect(sent).toHaveLength(2); // the statement that wrote nothing, then the lookup of the key
+    const again = await createOrder(pool, keyed, good, clock(), sidecar).catch((e: unknown) => e);
+    expect(again).toBeInstanceOf(KeyTaken);
+    // The statement that wrote nothing read the first answer too: still one round trip.
+    expect(sent).toHaveLength(1);
+    expect(new TextDecoder().decode(await keys.lookup(keyed).then((s) => s && s.response))).not.toContain(
+      first.order.id, // sealed at rest
+    );
     expect(await eventsAbout(first.order.id)).toHaveLength(1);
     expect((await listOrders(db.db, keyed, {})).data.map((o) => o.id)).toEqual([first.order.id]);
   });
@@ -269,7 +242,7 @@ describe('an order and its event in one statement', () => {
       acct,
       { ...good, items: [{ product: p.id, quantity: 2 }] },
       clock(),
-      eventOf,
+      { event: eventOf },
     );
     expect(order.total).toBe(900);
     expect(sent).toHaveLength(2);
@@ -284,20 +257,20 @@ describe('an order and its event in one statement', () => {
         acct,
         { ...good, currency: 'USD', items: [{ product: p.id, quantity: 1 }] },
         clock(),
-        eventOf,
+        { event: eventOf },
       ),
     );
     expect([e.code, e.param]).toEqual(['invalid_value', 'items[0].product']);
-    expect(await codeOf(() => createOrder(pool, acct, { ...good, items: [] }, clock(), eventOf))).toBe(
-      'missing_required_field',
-    );
+    expect(
+      await codeOf(() => createOrder(pool, acct, { ...good, items: [] }, clock(), { event: eventOf })),
+    ).toBe('missing_required_field');
     expect(sent).toHaveLength(1); // the product read: validation fails before any write
     expect((await db.db.select().from(outbox)).length).toBe(before);
   });
 });
 
 describe('the order life cycle', () => {
-  const acct: Caller = { accountId: 'acct_life', livemode: false, idempotencyKey: undefined };
+  const acct: Caller = { accountId: 'acct_life', livemode: false };
   const newOrder = async () => (await db.db.transaction((tx) => createOrder(tx, acct, good))).order;
   const step = (id: string, t: OrderTransition) =>
     db.db.transaction((tx) => transitionOrder(tx, acct, id, t));
@@ -366,7 +339,7 @@ describe('the order life cycle', () => {
   });
 
   it('lists by status', async () => {
-    const c: Caller = { accountId: 'acct_filter', livemode: false, idempotencyKey: undefined };
+    const c: Caller = { accountId: 'acct_filter', livemode: false };
     const a = (await db.db.transaction((tx) => createOrder(tx, c, good, clock()))).order;
     const b = (await db.db.transaction((tx) => createOrder(tx, c, good, clock()))).order;
     await db.db.transaction((tx) => transitionOrder(tx, c, a.id, 'cancel'));

@@ -3,9 +3,9 @@
 import { apiError } from '@mcs/errors';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
+import { type CreateSidecar, insertOnce, type WrittenEvent } from '@mcs/kit/idempotency';
 import { isId, newId } from '@mcs/kit/ids';
-import { insertWithEvent, type NewEvent } from '@mcs/kit/outbox';
-import { byIdempotencyKey, createOnce, ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
+import { ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
 import { requireCurrency, requireInteger, requirePhone, requireText } from '@mcs/kit/validate';
 import { desc, eq, lt } from 'drizzle-orm';
 import { type OrderItemRow, orders, outbox } from '../db/schema.ts';
@@ -116,44 +116,38 @@ export function validateOrder(
 }
 
 /**
- * Creates a pending order. With an idempotency key already used by this account and mode,
- * returns the order it created then (created: false) and writes nothing.
- *
- * With `eventOf`, the order and its event (eventOf(the new order)) are written by one statement
- * (insertWithEvent), so `tx` may be the pool itself: the common create is one round trip, plus
- * one read of the products its lines name, plus one lookup when the key was taken. Validation
- * runs before any write. Products are read without locks, as in a read-committed transaction:
- * a price or archive committed after that read does not change this order (it keeps the price
- * it was made with, as it would if the change came a moment later).
+ * Creates a pending order: the order, its event and (for a keyed caller) its idempotency key
+ * and answer are written by ONE statement (insertOnce), so `tx` may be the pool itself: a create
+ * is one round trip, plus one read of the products its lines name. Validation runs before any
+ * write. Throws KeyTaken when the caller's idempotency key was used already (kit/idempotency
+ * answers it). Products are read without locks, as in a read-committed transaction: a price or
+ * archive committed after that read does not change this order (it keeps the price it was made
+ * with, as it would if the change came a moment later).
  */
 export async function createOrder(
   tx: Tx,
   caller: Caller,
   input: CreateOrderInput,
   now = new Date(),
-  eventOf?: (order: Order) => NewEvent,
-): Promise<{ order: Order; created: boolean }> {
-  const { row, created } = await createOnce(
-    caller,
-    async (keyed) => (await tx.select().from(orders).where(byIdempotencyKey(orders, keyed)))[0] as Order,
-    async () => {
-      const ids = input.items.flatMap((it) => (it.product === undefined ? [] : [it.product]));
-      const v = validateOrder(input, await productsById(tx, caller, ids));
-      const values = {
-        id: newId('ord', now.getTime()),
-        accountId: caller.accountId,
-        livemode: caller.livemode,
-        status: 'pending',
-        ...v,
-        idempotencyKey: caller.idempotencyKey ?? null,
-        createdAt: now,
-        updatedAt: now,
-      } satisfies Order;
-      const inserted = await insertWithEvent(tx, orders, values, eventOf && { outbox, of: eventOf });
-      return inserted as Order | undefined;
-    },
-  );
-  return { order: row, created };
+  sidecar: CreateSidecar<Order> = {},
+): Promise<{ order: Order; event: WrittenEvent | undefined }> {
+  const ids = input.items.flatMap((it) => (it.product === undefined ? [] : [it.product]));
+  const v = validateOrder(input, ids.length > 0 ? await productsById(tx, caller, ids) : undefined);
+  const order: Order = {
+    id: newId('ord', now.getTime()),
+    accountId: caller.accountId,
+    livemode: caller.livemode,
+    status: 'pending',
+    ...v,
+    createdAt: now,
+    updatedAt: now,
+  };
+  const { event } = await insertOnce(tx, orders, order, {
+    event: sidecar.event && { outbox, of: sidecar.event },
+    key: sidecar.key && { ...sidecar.key, caller },
+    now,
+  });
+  return { order, event };
 }
 
 function missing(id: string) {

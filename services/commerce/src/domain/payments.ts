@@ -6,7 +6,7 @@ import { apiError } from '@mcs/errors';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
 import { isId, newId } from '@mcs/kit/ids';
-import { byIdempotencyKey, createOnce, ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
+import { ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
 import { optionalText, requireInteger, requireText } from '@mcs/kit/validate';
 import { desc, eq, lt } from 'drizzle-orm';
 import { payments } from '../db/schema.ts';
@@ -36,64 +36,52 @@ export async function createPayment(
   input: CreatePaymentInput,
   provider: PaymentProvider,
   now = new Date(),
-): Promise<{ payment: Payment; created: boolean }> {
-  const { row, created } = await createOnce(
-    caller,
-    async (keyed) =>
-      (await tx.select().from(payments).where(byIdempotencyKey(payments, keyed)))[0] as Payment | undefined,
-    async () => {
-      const orderId = requireText(input.order, 'order', 64);
-      const amountGiven =
-        input.amount === undefined
-          ? undefined
-          : requireInteger(input.amount, 'amount', { min: 0, max: MAX_AMOUNT });
-      const order = await lockOrder(tx, caller, orderId, 'share');
-      if (!order) throw apiError('invalid_value', { param: 'order', message: `No such order: ${orderId}.` });
-      if (order.status !== 'pending') {
-        throw apiError('invalid_state_transition', {
-          param: 'order',
-          message: `Order ${order.id} is ${order.status}: only pending orders take payments.`,
-        });
-      }
-      if (amountGiven !== undefined && amountGiven !== order.total) {
-        throw apiError('invalid_value', {
-          param: 'amount',
-          message: `amount must equal the order's total (${order.total}); partial payments are not supported.`,
-        });
-      }
-      const id = newId('pay', now.getTime());
-      const { reference } = await provider.open({
-        paymentId: id,
-        orderId: order.id,
-        amount: order.total,
-        currency: order.currency,
-        livemode: caller.livemode,
-      });
-      const [inserted] = await tx
-        .insert(payments)
-        .values({
-          id,
-          accountId: caller.accountId,
-          livemode: caller.livemode,
-          orderId: order.id,
-          amount: order.total,
-          currency: order.currency,
-          status: 'pending',
-          failureMessage: null,
-          provider: provider.name,
-          providerReference: reference,
-          idempotencyKey: caller.idempotencyKey ?? null,
-          createdAt: now,
-          updatedAt: now,
-        })
-        .onConflictDoNothing()
-        .returning();
-      return inserted as Payment | undefined;
-    },
-    // The provider opens a payment in `make`: a retry must not open another.
-    { findFirst: true },
-  );
-  return { payment: row, created };
+): Promise<Payment> {
+  const orderId = requireText(input.order, 'order', 64);
+  const amountGiven =
+    input.amount === undefined
+      ? undefined
+      : requireInteger(input.amount, 'amount', { min: 0, max: MAX_AMOUNT });
+  const order = await lockOrder(tx, caller, orderId, 'share');
+  if (!order) throw apiError('invalid_value', { param: 'order', message: `No such order: ${orderId}.` });
+  if (order.status !== 'pending') {
+    throw apiError('invalid_state_transition', {
+      param: 'order',
+      message: `Order ${order.id} is ${order.status}: only pending orders take payments.`,
+    });
+  }
+  if (amountGiven !== undefined && amountGiven !== order.total) {
+    throw apiError('invalid_value', {
+      param: 'amount',
+      message: `amount must equal the order's total (${order.total}); partial payments are not supported.`,
+    });
+  }
+  const id = newId('pay', now.getTime());
+  const { reference } = await provider.open({
+    paymentId: id,
+    orderId: order.id,
+    amount: order.total,
+    currency: order.currency,
+    livemode: caller.livemode,
+  });
+  const [inserted] = await tx
+    .insert(payments)
+    .values({
+      id,
+      accountId: caller.accountId,
+      livemode: caller.livemode,
+      orderId: order.id,
+      amount: order.total,
+      currency: order.currency,
+      status: 'pending',
+      failureMessage: null,
+      provider: provider.name,
+      providerReference: reference,
+      createdAt: now,
+      updatedAt: now,
+    })
+    .returning();
+  return inserted as Payment;
 }
 
 function missing(id: string) {

@@ -3,9 +3,9 @@
 import { apiError } from '@mcs/errors';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
+import { type CreateSidecar, insertOnce, type WrittenEvent } from '@mcs/kit/idempotency';
 import { isId, newId } from '@mcs/kit/ids';
-import { insertWithEvent, type NewEvent } from '@mcs/kit/outbox';
-import { byIdempotencyKey, createOnce, ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
+import { ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
 import { optionalText, requireCurrency, requireInteger, requireText } from '@mcs/kit/validate';
 import { desc, eq, inArray, lt } from 'drizzle-orm';
 import { outbox, products } from '../db/schema.ts';
@@ -46,35 +46,32 @@ export function validateProduct(input: CreateProductInput): {
 }
 
 /**
- * Creates an active product (once per idempotency key, see createOnce). With `eventOf`, the
- * product and its event are written by one statement (insertWithEvent): `tx` may be the pool.
+ * Creates an active product: the product, its event and (for a keyed caller) its idempotency
+ * key and answer in ONE statement (insertOnce), so `tx` may be the pool. Throws KeyTaken when
+ * the caller's key was used already.
  */
 export async function createProduct(
   tx: Tx,
   caller: Caller,
   input: CreateProductInput,
   now = new Date(),
-  eventOf?: (product: Product) => NewEvent,
-): Promise<{ product: Product; created: boolean }> {
-  const { row, created } = await createOnce(
-    caller,
-    async (keyed) => (await tx.select().from(products).where(byIdempotencyKey(products, keyed)))[0],
-    async () => {
-      const v = validateProduct(input);
-      const values = {
-        id: newId('prod', now.getTime()),
-        accountId: caller.accountId,
-        livemode: caller.livemode,
-        ...v,
-        active: true,
-        idempotencyKey: caller.idempotencyKey ?? null,
-        createdAt: now,
-        updatedAt: now,
-      } satisfies Product;
-      return insertWithEvent(tx, products, values, eventOf && { outbox, of: eventOf });
-    },
-  );
-  return { product: row, created };
+  sidecar: CreateSidecar<Product> = {},
+): Promise<{ product: Product; event: WrittenEvent | undefined }> {
+  const product: Product = {
+    id: newId('prod', now.getTime()),
+    accountId: caller.accountId,
+    livemode: caller.livemode,
+    ...validateProduct(input),
+    active: true,
+    createdAt: now,
+    updatedAt: now,
+  };
+  const { event } = await insertOnce(tx, products, product, {
+    event: sidecar.event && { outbox, of: sidecar.event },
+    key: sidecar.key && { ...sidecar.key, caller },
+    now,
+  });
+  return { product, event };
 }
 
 function missing(id: string) {

@@ -37,6 +37,40 @@ describe('OrderService', () => {
     await expect.poll(() => svc.h.outboxSize()).toBe(0);
   });
 
+  it('answers a reused key with the first answer, replayed, even when the retry would now be refused', async () => {
+    const orders = svc.client(commerce.OrderService);
+    const products = svc.client(commerce.ProductService);
+    const shop = as('acct_keys');
+    const tea = await products.createProduct(
+      { name: 'Tea', price: 100n, currency: 'EUR' },
+      { headers: shop },
+    );
+    const body = { ...input, items: [{ product: tea.id, quantity: 1n }] };
+    const keyed = as('acct_keys', { idempotencyKey: 'order-after-archive', fingerprint: 'fp-a' });
+    const first = await orders.createOrder(body, { headers: keyed });
+    await products.archiveProduct({ id: tea.id }, { headers: shop });
+    let replayed: string | null = null;
+    const retry = await orders.createOrder(body, {
+      headers: keyed,
+      onHeader: (h) => {
+        replayed = h.get('mcs-idempotent-replayed');
+      },
+    });
+    expect(retry).toEqual(first);
+    expect(replayed).toBe('true');
+    // Without the key the same request is refused now; with the key and another request, 422.
+    expect((await apiErrorOf(orders.createOrder(body, { headers: shop }))).param).toBe('items[0].product');
+    const reused = as('acct_keys', { idempotencyKey: 'order-after-archive', fingerprint: 'fp-b' });
+    expect((await apiErrorOf(orders.createOrder(input, { headers: reused }))).code).toBe(
+      'idempotency_key_reused',
+    );
+    // A transition answers its first outcome too: the retried cancel does not fail as "already cancelled".
+    const cancelKey = as('acct_keys', { idempotencyKey: 'cancel-once', fingerprint: 'fp-c' });
+    const cancelled = await orders.cancelOrder({ id: first.id }, { headers: cancelKey });
+    expect(await orders.cancelOrder({ id: first.id }, { headers: cancelKey })).toEqual(cancelled);
+    expect(svc.h.events.about(first.id).length).toBeLessThanOrEqual(2);
+  });
+
   it('prices lines from products and checks their currency', async () => {
     const products = svc.client(commerce.ProductService);
     const orders = svc.client(commerce.OrderService);

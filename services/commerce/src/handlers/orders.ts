@@ -1,6 +1,6 @@
 // OrderService over Connect: decode, call the domain in a transaction, encode. Nothing else.
 import { create } from '@bufbuild/protobuf';
-import type { ServiceImpl } from '@connectrpc/connect';
+import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import { type Caller, callerOf } from '@mcs/kit/caller';
 import { commerce, events } from '@mcs/proto';
 import type { Deps } from '../deps.ts';
@@ -8,15 +8,16 @@ import {
   createOrder,
   getOrder,
   listOrders,
+  type Order,
   type OrderTransition,
   transitionOrder,
 } from '../domain/orders.ts';
-import { emit, eventOf, orderStatusOf, toProtoOrder, write, writeOnce } from './proto.ts';
+import { createOnce, emit, eventOf, orderStatusOf, toProtoOrder, write } from './proto.ts';
 
 export function orderHandlers(deps: Deps): ServiceImpl<typeof commerce.OrderService> {
   /** One step of the life cycle, with its order.updated. */
-  const transition = (caller: Caller, id: string, step: OrderTransition) =>
-    write(deps, async (tx) => {
+  const transition = (ctx: HandlerContext, caller: Caller, id: string, step: OrderTransition) =>
+    write(deps, ctx, caller, async (tx) => {
       const order = await transitionOrder(tx, caller, id, step);
       await emit(tx, caller, { type: events.EventType.ORDER_UPDATED, order });
       return toProtoOrder(order);
@@ -25,13 +26,15 @@ export function orderHandlers(deps: Deps): ServiceImpl<typeof commerce.OrderServ
   return {
     async createOrder(req, ctx) {
       const caller = callerOf(ctx);
-      // No transaction: the order and its order.created are written by one statement.
-      const { order } = await writeOnce(
+      // No transaction: the order, its order.created and its idempotency key in one statement.
+      return createOnce(
         deps,
-        createOrder(
-          deps.db,
-          caller,
-          {
+        ctx,
+        caller,
+        toProtoOrder,
+        (order: Order) => eventOf(caller, { type: events.EventType.ORDER_CREATED, order }),
+        async (sidecar) => {
+          const input = {
             customer: req.customer,
             currency: req.currency,
             items: req.items.map((it) => ({
@@ -40,12 +43,10 @@ export function orderHandlers(deps: Deps): ServiceImpl<typeof commerce.OrderServ
               unitAmount: it.unitAmount === undefined ? undefined : Number(it.unitAmount),
               quantity: Number(it.quantity),
             })),
-          },
-          new Date(),
-          (order) => eventOf(caller, { type: events.EventType.ORDER_CREATED, order }),
-        ),
+          };
+          return (await createOrder(deps.db, caller, input, new Date(), sidecar)).order;
+        },
       );
-      return toProtoOrder(order);
     },
     async getOrder(req, ctx) {
       return toProtoOrder(await getOrder(deps.db, callerOf(ctx), req.id));
@@ -62,13 +63,13 @@ export function orderHandlers(deps: Deps): ServiceImpl<typeof commerce.OrderServ
       });
     },
     async cancelOrder(req, ctx) {
-      return transition(callerOf(ctx), req.id, 'cancel');
+      return transition(ctx, callerOf(ctx), req.id, 'cancel');
     },
     async fulfillOrder(req, ctx) {
-      return transition(callerOf(ctx), req.id, 'fulfill');
+      return transition(ctx, callerOf(ctx), req.id, 'fulfill');
     },
     async refundOrder(req, ctx) {
-      return transition(callerOf(ctx), req.id, 'refund');
+      return transition(ctx, callerOf(ctx), req.id, 'refund');
     },
   };
 }

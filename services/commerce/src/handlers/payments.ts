@@ -1,7 +1,7 @@
 // PaymentService and its test helpers over Connect: decode, call the domain in a transaction,
 // encode. Nothing else.
 import { create } from '@bufbuild/protobuf';
-import type { ServiceImpl } from '@connectrpc/connect';
+import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import { type Caller, callerOf } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
 import { commerce, events } from '@mcs/proto';
@@ -22,19 +22,18 @@ export function paymentHandlers(deps: Deps): ServiceImpl<typeof commerce.Payment
     async createPayment(req, ctx) {
       const caller = callerOf(ctx);
       const provider = caller.livemode ? deps.payments.live : deps.payments.test;
-      // No event: a payment is news when it completes or fails.
-      const { payment } = await deps.db.transaction((tx) =>
-        createPayment(
-          tx,
-          caller,
-          {
-            order: req.order,
-            amount: req.amount === undefined ? undefined : Number(req.amount),
-          },
-          provider,
+      // No event: a payment is news when it completes or fails. A keyed retry is answered
+      // before the provider is asked again (writeKeyed looks the key up first).
+      return write(deps, ctx, caller, async (tx) =>
+        toProtoPayment(
+          await createPayment(
+            tx,
+            caller,
+            { order: req.order, amount: req.amount === undefined ? undefined : Number(req.amount) },
+            provider,
+          ),
         ),
       );
-      return toProtoPayment(payment);
     },
     async getPayment(req, ctx) {
       return toProtoPayment(await getPayment(deps.db, callerOf(ctx), req.id));
@@ -56,10 +55,11 @@ export function paymentHandlers(deps: Deps): ServiceImpl<typeof commerce.Payment
 export function paymentTestHelperHandlers(deps: Deps): ServiceImpl<typeof commerce.PaymentTestHelperService> {
   /** A settled payment's events: its own, and order.updated when the order became paid. */
   const settled = (
+    ctx: HandlerContext,
     caller: Caller,
     settle: (tx: Tx) => Promise<{ payment: Payment; order: Order | undefined }>,
   ) =>
-    write(deps, async (tx) => {
+    write(deps, ctx, caller, async (tx) => {
       const { payment, order } = await settle(tx);
       await emit(tx, caller, {
         type:
@@ -75,11 +75,11 @@ export function paymentTestHelperHandlers(deps: Deps): ServiceImpl<typeof commer
   return {
     async completePayment(req, ctx) {
       const caller = callerOf(ctx);
-      return settled(caller, (tx) => completeTestPayment(tx, caller, req.id, deps.payments.test));
+      return settled(ctx, caller, (tx) => completeTestPayment(tx, caller, req.id, deps.payments.test));
     },
     async failPayment(req, ctx) {
       const caller = callerOf(ctx);
-      return settled(caller, (tx) =>
+      return settled(ctx, caller, (tx) =>
         failTestPayment(tx, caller, req.id, deps.payments.test, req.failureMessage),
       );
     },

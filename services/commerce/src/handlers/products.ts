@@ -1,6 +1,6 @@
 // ProductService over Connect: decode, call the domain in a transaction, encode. Nothing else.
 import { create } from '@bufbuild/protobuf';
-import type { ServiceImpl } from '@connectrpc/connect';
+import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import { type Caller, callerOf } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
 import { commerce, events } from '@mcs/proto';
@@ -13,14 +13,18 @@ import {
   type Product,
   updateProduct,
 } from '../domain/products.ts';
-import { emit, eventOf, toProtoProduct, write, writeOnce } from './proto.ts';
+import { createOnce, emit, eventOf, toProtoProduct, write } from './proto.ts';
 
 const num = (v: bigint | undefined) => (v === undefined ? undefined : Number(v));
 
 export function productHandlers(deps: Deps): ServiceImpl<typeof commerce.ProductService> {
   /** An update or archive: product.updated when something changed. */
-  const change = (caller: Caller, run: (tx: Tx) => Promise<{ product: Product; changed: boolean }>) =>
-    write(deps, async (tx) => {
+  const change = (
+    ctx: HandlerContext,
+    caller: Caller,
+    run: (tx: Tx) => Promise<{ product: Product; changed: boolean }>,
+  ) =>
+    write(deps, ctx, caller, async (tx) => {
       const { product, changed } = await run(tx);
       if (changed) await emit(tx, caller, { type: events.EventType.PRODUCT_UPDATED, product });
       return toProtoProduct(product);
@@ -29,25 +33,30 @@ export function productHandlers(deps: Deps): ServiceImpl<typeof commerce.Product
   return {
     async createProduct(req, ctx) {
       const caller = callerOf(ctx);
-      // No transaction: the product and its product.created are written by one statement.
-      const { product } = await writeOnce(
+      // No transaction: the product, its product.created and its idempotency key in one statement.
+      return createOnce(
         deps,
-        createProduct(
-          deps.db,
-          caller,
-          { name: req.name, description: req.description, price: num(req.price), currency: req.currency },
-          new Date(),
-          (p) => eventOf(caller, { type: events.EventType.PRODUCT_CREATED, product: p }),
-        ),
+        ctx,
+        caller,
+        toProtoProduct,
+        (product: Product) => eventOf(caller, { type: events.EventType.PRODUCT_CREATED, product }),
+        async (sidecar) => {
+          const input = {
+            name: req.name,
+            description: req.description,
+            price: num(req.price),
+            currency: req.currency,
+          };
+          return (await createProduct(deps.db, caller, input, new Date(), sidecar)).product;
+        },
       );
-      return toProtoProduct(product);
     },
     async getProduct(req, ctx) {
       return toProtoProduct(await getProduct(deps.db, callerOf(ctx), req.id));
     },
     async updateProduct(req, ctx) {
       const caller = callerOf(ctx);
-      return change(caller, (tx) =>
+      return change(ctx, caller, (tx) =>
         updateProduct(tx, caller, req.id, {
           name: req.name,
           description: req.description,
@@ -58,7 +67,7 @@ export function productHandlers(deps: Deps): ServiceImpl<typeof commerce.Product
     },
     async archiveProduct(req, ctx) {
       const caller = callerOf(ctx);
-      return change(caller, (tx) => archiveProduct(tx, caller, req.id));
+      return change(ctx, caller, (tx) => archiveProduct(tx, caller, req.id));
     },
     async listProducts(req, ctx) {
       const page = await listProducts(deps.db, callerOf(ctx), {

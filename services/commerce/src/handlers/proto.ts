@@ -1,9 +1,11 @@
 // Domain rows → proto messages, and the events that carry them. Proto types stop here: the
 // domain never sees them. Every event's data is the resource exactly as the API returns it.
-import { create } from '@bufbuild/protobuf';
+import { create, type Message } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import type { HandlerContext } from '@connectrpc/connect';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
+import { answerBytes, answerOnce, type CreateSidecar, writeKeyed } from '@mcs/kit/idempotency';
 import { appendEvent, type NewEvent } from '@mcs/kit/outbox';
 import { commerce, type events } from '@mcs/proto';
 import { outbox } from '../db/schema.ts';
@@ -110,17 +112,52 @@ export async function emit(tx: Tx, caller: Caller, e: Emitted): Promise<void> {
   await appendEvent(tx, outbox, eventOf(caller, e));
 }
 
-/** Runs a write in one transaction, then wakes the relay so its events leave at once. */
-export async function write<T>(deps: Deps, fn: (tx: Tx) => Promise<T>): Promise<T> {
-  return writeOnce(deps, deps.db.transaction(fn));
+/**
+ * Runs a write in one transaction, once per idempotency key (kit/idempotency writeKeyed: the
+ * key and the answer commit with the write), then wakes the relay so its events leave at once.
+ */
+export async function write<T extends Message>(
+  deps: Deps,
+  ctx: HandlerContext,
+  caller: Caller,
+  fn: (tx: Tx) => Promise<T>,
+): Promise<T> {
+  const answer = await writeKeyed(deps.db, deps.keys, ctx, caller, fn);
+  deps.relay.wake();
+  return answer;
 }
 
 /**
- * A write already under way outside a transaction: one statement that writes the row and its
- * event together (insertWithEvent). Wakes the relay once it is done, as write does.
+ * A one-statement create (insertOnce): `run` gets the sidecar that makes the same statement
+ * store the caller's key with the answer `toProto(row)`, and the event `event(row)`. Answers a
+ * reused key with the stored answer.
  */
-export async function writeOnce<T>(deps: Deps, done: Promise<T>): Promise<T> {
-  const result = await done;
+export async function createOnce<R, T extends Message>(
+  deps: Deps,
+  ctx: HandlerContext,
+  caller: Caller,
+  toProto: (row: R) => T,
+  event: (row: R) => NewEvent,
+  run: (sidecar: CreateSidecar<R>) => Promise<R>,
+): Promise<T> {
+  const answer = await answerOnce(
+    deps.keys,
+    ctx,
+    caller,
+    async () => {
+      let proto: T | undefined;
+      const protoOf = (row: R) => {
+        proto ??= toProto(row);
+        return proto;
+      };
+      const row = await run({
+        event,
+        key: caller.idempotency && { keys: deps.keys, answer: (r) => answerBytes(ctx, protoOf(r)) },
+      });
+      return protoOf(row);
+    },
+    { lookupFirst: false },
+  );
   deps.relay.wake();
-  return result;
+  return answer;
 }

@@ -1,13 +1,17 @@
 // The messaging schema: its tables and nobody else's. Migrations:
 // `pnpm --filter @mcs/messaging exec drizzle-kit generate`.
 // Every row carries account_id and livemode, and every query filters on both (tenant isolation).
-// idempotency_key holds the client's Idempotency-Key of the create that made the row: unique per
-// account and mode, so a retried create finds the row instead of making another.
+// idempotency_keys holds each keyed write's answer (kit/idempotency): it commits with the write,
+// so a retried request finds the answer instead of writing again.
+
+import { idempotencyTable } from '@mcs/kit/idempotency';
 import { outboxTable } from '@mcs/kit/outbox';
 import { sql } from 'drizzle-orm';
 import { boolean, index, pgSchema, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 
 export const messaging = pgSchema('messaging');
+
+export const idempotencyKeys = idempotencyTable(messaging);
 
 export const conversations = messaging.table(
   'conversations',
@@ -18,7 +22,6 @@ export const conversations = messaging.table(
     customerName: text('customer_name').notNull(),
     customerPhone: text('customer_phone').notNull(),
     status: text('status').notNull(),
-    idempotencyKey: text('idempotency_key'),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull(),
     updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull(),
     closedAt: timestamp('closed_at', { withTimezone: true, mode: 'date' }),
@@ -26,11 +29,6 @@ export const conversations = messaging.table(
   (t) => [
     index('conversations_account_idx').on(t.accountId, t.livemode, t.id),
     index('conversations_status_idx').on(t.accountId, t.livemode, t.status, t.id),
-    uniqueIndex('conversations_idempotency_idx')
-      .on(t.accountId, t.livemode, t.idempotencyKey)
-      .where(sql`${t.idempotencyKey} is not null`),
-    // The key janitor (kit/resources) frees keys older than 24 hours through this index.
-    index('conversations_key_expiry_idx').on(t.createdAt).where(sql`${t.idempotencyKey} is not null`),
     // One open conversation per customer phone per account and mode, held by the database.
     uniqueIndex('conversations_open_phone_idx')
       .on(t.accountId, t.livemode, t.customerPhone)
@@ -53,16 +51,10 @@ export const messages = messaging.table(
     /** The channel that carried it (`sandbox`) and the channel's own id for it. */
     channel: text('channel').notNull(),
     channelMessageId: text('channel_message_id'),
-    idempotencyKey: text('idempotency_key'),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull(),
   },
   (t) => [
     index('messages_conversation_idx').on(t.accountId, t.livemode, t.conversationId, t.id),
-    uniqueIndex('messages_idempotency_idx')
-      .on(t.accountId, t.livemode, t.idempotencyKey)
-      .where(sql`${t.idempotencyKey} is not null`),
-    // The key janitor (kit/resources) frees keys older than 24 hours through this index.
-    index('messages_key_expiry_idx').on(t.createdAt).where(sql`${t.idempotencyKey} is not null`),
     // A channel that delivers the same inbound message twice (webhook retries) records it once.
     uniqueIndex('messages_channel_idx')
       .on(t.accountId, t.livemode, t.channel, t.channelMessageId)

@@ -16,7 +16,7 @@ beforeAll(async () => {
 });
 afterAll(() => db?.close());
 
-const caller: Caller = { accountId: 'acct_conv', livemode: false, idempotencyKey: undefined };
+const caller: Caller = { accountId: 'acct_conv', livemode: false };
 const ada = { customer: { name: 'Ada', phone: '+4915112345678' } };
 const start = (c: Caller, input: Parameters<typeof createConversation>[2] = ada) =>
   db.db.transaction((tx) => createConversation(tx, c, input, clock()));
@@ -66,14 +66,14 @@ describe('one open conversation per customer phone', () => {
   });
 
   it('holds under concurrent creates', async () => {
-    const c: Caller = { accountId: 'acct_race', livemode: false, idempotencyKey: undefined };
+    const c: Caller = { accountId: 'acct_race', livemode: false };
     const results = await Promise.all([start(c), start(c), start(c), start(c)]);
     expect(results.filter((r) => r.created)).toHaveLength(1);
     expect(new Set(results.map((r) => r.conversation.id)).size).toBe(1);
   });
 
   it('starts a new conversation once the open one is closed', async () => {
-    const c: Caller = { accountId: 'acct_close', livemode: false, idempotencyKey: undefined };
+    const c: Caller = { accountId: 'acct_close', livemode: false };
     const first = (await start(c)).conversation;
     const closed = await close(c, first.id);
     expect(closed).toMatchObject({ id: first.id, status: 'closed' });
@@ -84,14 +84,6 @@ describe('one open conversation per customer phone', () => {
     const second = await start(c);
     expect(second.created).toBe(true);
     expect(second.conversation.id).not.toBe(first.id);
-  });
-
-  it('answers a reused idempotency key with its conversation, even once closed', async () => {
-    const c: Caller = { accountId: 'acct_idem', livemode: false, idempotencyKey: 'conv-key' };
-    const first = (await start(c)).conversation;
-    await close(c, first.id);
-    const replay = await start(c);
-    expect(replay).toMatchObject({ created: false, conversation: { id: first.id, status: 'closed' } });
   });
 });
 
@@ -110,7 +102,7 @@ describe('reading conversations', () => {
   });
 
   it('lists newest first, by status, with paging', async () => {
-    const c: Caller = { accountId: 'acct_list', livemode: false, idempotencyKey: undefined };
+    const c: Caller = { accountId: 'acct_list', livemode: false };
     const ids: string[] = [];
     for (const phone of ['+4915100000001', '+4915100000002', '+4915100000003']) {
       ids.push((await start(c, { customer: { name: 'X', phone } })).conversation.id);

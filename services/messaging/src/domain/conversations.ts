@@ -6,7 +6,7 @@ import { apiError } from '@mcs/errors';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
 import { isId, newId } from '@mcs/kit/ids';
-import { byIdempotencyKey, keyed, ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
+import { ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
 import { requirePhone, requireText } from '@mcs/kit/validate';
 import { desc, eq, lt } from 'drizzle-orm';
 import { conversations } from '../db/schema.ts';
@@ -60,15 +60,6 @@ export async function createConversation(
   input: CreateConversationInput,
   now = new Date(),
 ): Promise<{ conversation: Conversation; created: boolean }> {
-  const key = keyed(caller);
-  const byKey = async () =>
-    key
-      ? ((await tx.select().from(conversations).where(byIdempotencyKey(conversations, key)))[0] as
-          | Conversation
-          | undefined)
-      : undefined;
-  const replay = await byKey();
-  if (replay) return { conversation: replay, created: false };
   const v = validateConversation(input);
   // Each lap either inserts or finds the conversation in the way; a lap finds nothing only if
   // that conversation was closed in between, and the next insert then succeeds.
@@ -81,7 +72,6 @@ export async function createConversation(
         livemode: caller.livemode,
         ...v,
         status: 'open',
-        idempotencyKey: caller.idempotencyKey ?? null,
         createdAt: now,
         updatedAt: now,
         closedAt: null,
@@ -89,7 +79,7 @@ export async function createConversation(
       .onConflictDoNothing()
       .returning();
     if (row) return { conversation: row as Conversation, created: true };
-    const existing = (await byKey()) ?? (await openFor(tx, caller, v.customerPhone));
+    const existing = await openFor(tx, caller, v.customerPhone);
     if (existing) return { conversation: existing, created: false };
   }
   throw new Error('conversation insert kept conflicting without a conflicting row');

@@ -4,7 +4,7 @@ import { apiError } from '@mcs/errors';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
 import { isId, newId } from '@mcs/kit/ids';
-import { byIdempotencyKey, keyed, ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
+import { ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
 import { and, desc, eq, lt } from 'drizzle-orm';
 import { type Channel, ChannelError, type InboundMessage, type SandboxChannel } from '../channels/channel.ts';
 import { messages } from '../db/schema.ts';
@@ -27,19 +27,12 @@ export function validateText(text: string | undefined, param = 'text'): string {
   return text;
 }
 
-async function findByKey(tx: Tx, caller: Caller): Promise<Message | undefined> {
-  const key = keyed(caller);
-  if (!key) return undefined;
-  const [row] = await tx.select().from(messages).where(byIdempotencyKey(messages, key));
-  return row as Message | undefined;
-}
-
 /**
  * Sends `text` to the conversation's customer through `channel`. The row is written first and
- * the channel called after, in the same transaction: a create that loses an idempotency race
- * sends nothing, and a channel that refuses leaves nothing behind (the transaction rolls back).
- * The conversation is share-locked, so it cannot close halfway. A reused idempotency key answers
- * its first message, even once the conversation has closed.
+ * the channel called after, in the same transaction: a channel that refuses leaves nothing
+ * behind (the transaction rolls back), and a keyed send that loses a race to its own key rolls
+ * back the same way (kit/idempotency). The conversation is share-locked, so it cannot close
+ * halfway.
  *
  * The channel call holds the transaction open: fine for the in-process sandbox; a channel with
  * real network latency should instead get a `queued` row and a dispatcher after commit.
@@ -50,9 +43,7 @@ export async function sendMessage(
   input: { conversation?: string | undefined; text?: string | undefined },
   channel: Channel,
   now = new Date(),
-): Promise<{ message: Message; created: boolean }> {
-  const replay = await findByKey(tx, caller);
-  if (replay) return { message: replay, created: false };
+): Promise<Message> {
   // The conversation before the text: a conversation that is not the caller's is 404 whatever the body.
   const conversation = await openConversation(tx, caller, input.conversation ?? '', 'conversation');
   const text = validateText(input.text);
@@ -69,16 +60,10 @@ export async function sendMessage(
       text,
       channel: channel.name,
       channelMessageId: null,
-      idempotencyKey: caller.idempotencyKey ?? null,
       createdAt: now,
     })
-    .onConflictDoNothing()
     .returning();
-  if (!row) {
-    const rival = await findByKey(tx, caller);
-    if (!rival) throw new Error('message insert conflicted but no message holds the idempotency key');
-    return { message: rival, created: false };
-  }
+  if (!row) throw new Error('message insert returned no row');
   let accepted: { channelMessageId: string };
   try {
     accepted = await channel.send({
@@ -98,7 +83,7 @@ export async function sendMessage(
     .set({ channelMessageId: accepted.channelMessageId })
     .where(eq(messages.id, id))
     .returning();
-  return { message: sent as Message, created: true };
+  return sent as Message;
 }
 
 /**
@@ -114,8 +99,6 @@ export async function receiveMessage(
   channel: Channel,
   now = new Date(),
 ): Promise<{ message: Message; created: boolean }> {
-  const replay = await findByKey(tx, caller);
-  if (replay) return { message: replay, created: false };
   const conversation = await openConversation(tx, caller, conversationId, 'conversation');
   validateText(inbound.text);
   return recordInbound(tx, caller, conversation, inbound, channel, now);
@@ -130,8 +113,6 @@ export async function receiveTestMessage(
   now = new Date(),
 ): Promise<{ message: Message; created: boolean }> {
   if (caller.livemode) throw apiError('test_mode_only');
-  const replay = await findByKey(tx, caller);
-  if (replay) return { message: replay, created: false };
   const conversation = await openConversation(tx, caller, input.conversation ?? '', 'conversation');
   const text = validateText(input.text);
   return recordInbound(
@@ -171,7 +152,6 @@ async function recordInbound(
       text: inbound.text,
       channel: channel.name,
       channelMessageId: inbound.channelMessageId,
-      idempotencyKey: caller.idempotencyKey ?? null,
       createdAt: now,
     })
     .onConflictDoNothing()
@@ -188,9 +168,8 @@ async function recordInbound(
         eq(messages.channelMessageId, inbound.channelMessageId),
       ),
     );
-  const rival = (duplicate as Message | undefined) ?? (await findByKey(tx, caller));
-  if (!rival) throw new Error('inbound message insert conflicted but no message holds its keys');
-  return { message: rival, created: false };
+  if (!duplicate) throw new Error('inbound message insert conflicted but no message holds its channel id');
+  return { message: duplicate as Message, created: false };
 }
 
 function missing(id: string) {

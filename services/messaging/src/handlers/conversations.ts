@@ -16,7 +16,7 @@ export function conversationHandlers(deps: Deps): ServiceImpl<typeof messaging.C
   return {
     async createConversation(req, ctx) {
       const caller = callerOf(ctx);
-      return write(deps, async (tx) => {
+      return write(deps, ctx, caller, async (tx) => {
         const { conversation, created } = await createConversation(tx, caller, { customer: req.customer });
         // The customer's open conversation, returned again, is not news.
         if (created) await emit(tx, caller, { type: events.EventType.CONVERSATION_CREATED, conversation });
@@ -40,7 +40,9 @@ export function conversationHandlers(deps: Deps): ServiceImpl<typeof messaging.C
     async closeConversation(req, ctx) {
       const caller = callerOf(ctx);
       // The spec has no event for a closed conversation (6.1), so closing emits none.
-      return toProtoConversation(await deps.db.transaction((tx) => closeConversation(tx, caller, req.id)));
+      return write(deps, ctx, caller, async (tx) =>
+        toProtoConversation(await closeConversation(tx, caller, req.id)),
+      );
     },
   };
 }

@@ -13,14 +13,14 @@ export function messageHandlers(deps: Deps): ServiceImpl<typeof messaging.Messag
     async sendMessage(req, ctx) {
       const caller = callerOf(ctx);
       const channel = caller.livemode ? deps.channels.live : deps.channels.test;
-      return write(deps, async (tx) => {
-        const { message, created } = await sendMessage(
+      return write(deps, ctx, caller, async (tx) => {
+        const message = await sendMessage(
           tx,
           caller,
           { conversation: req.conversation, text: req.text },
           channel,
         );
-        if (created) await emit(tx, caller, { type: events.EventType.MESSAGE_SENT, message });
+        await emit(tx, caller, { type: events.EventType.MESSAGE_SENT, message });
         return toProtoMessage(message);
       });
     },
@@ -46,7 +46,7 @@ export function messageTestHelperHandlers(
   return {
     async createInboundMessage(req, ctx) {
       const caller = callerOf(ctx);
-      return write(deps, async (tx) => {
+      return write(deps, ctx, caller, async (tx) => {
         const { message, created } = await receiveTestMessage(
           tx,
           caller,

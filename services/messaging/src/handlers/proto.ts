@@ -1,9 +1,11 @@
 // Domain rows → proto messages, and the events that carry them. Proto types stop here: the
 // domain never sees them. Every event's data is the resource exactly as the API returns it.
-import { create } from '@bufbuild/protobuf';
+import { create, type Message as ProtoMessage } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import type { HandlerContext } from '@connectrpc/connect';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
+import { writeKeyed } from '@mcs/kit/idempotency';
 import { appendEvent } from '@mcs/kit/outbox';
 import { type events, messaging } from '@mcs/proto';
 import { outbox } from '../db/schema.ts';
@@ -82,9 +84,17 @@ export async function emit(tx: Tx, caller: Caller, e: Emitted): Promise<void> {
   });
 }
 
-/** Runs a write in one transaction, then wakes the relay so its events leave at once. */
-export async function write<T>(deps: Deps, fn: (tx: Tx) => Promise<T>): Promise<T> {
-  const result = await deps.db.transaction(fn);
+/**
+ * Runs a write in one transaction, once per idempotency key (kit/idempotency writeKeyed: the
+ * key and the answer commit with the write), then wakes the relay so its events leave at once.
+ */
+export async function write<T extends ProtoMessage>(
+  deps: Deps,
+  ctx: HandlerContext,
+  caller: Caller,
+  fn: (tx: Tx) => Promise<T>,
+): Promise<T> {
+  const answer = await writeKeyed(deps.db, deps.keys, ctx, caller, fn);
   deps.relay.wake();
-  return result;
+  return answer;
 }

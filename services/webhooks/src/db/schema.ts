@@ -1,10 +1,16 @@
 // The webhooks schema: endpoints, the event log, deliveries and their attempts.
 // Migrations: `pnpm --filter @mcs/webhooks db:generate`.
+// idempotency_keys holds each keyed write's answer (kit/idempotency): it commits with the write,
+// so a retried request finds the answer instead of writing again.
+
+import { idempotencyTable } from '@mcs/kit/idempotency';
 import { bytea } from '@mcs/kit/outbox';
 import { sql } from 'drizzle-orm';
 import { boolean, index, integer, pgSchema, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 
 export const webhooks = pgSchema('webhooks');
+
+export const idempotencyKeys = idempotencyTable(webhooks);
 
 const ts = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
 
@@ -23,20 +29,12 @@ export const endpoints = webhooks.table(
     status: text('status').$type<EndpointStatus>().notNull(),
     /** AES-256-GCM sealed signing secret (see domain/secrets.ts); never stored in clear. */
     secretSealed: bytea('secret_sealed').notNull(),
-    idempotencyKey: text('idempotency_key'),
     failingSince: ts('failing_since'),
     lastError: text('last_error'),
     createdAt: ts('created_at').notNull(),
     updatedAt: ts('updated_at').notNull(),
   },
-  (t) => [
-    index('endpoints_account_idx').on(t.accountId, t.livemode, t.id),
-    uniqueIndex('endpoints_idempotency_idx')
-      .on(t.accountId, t.livemode, t.idempotencyKey)
-      .where(sql`${t.idempotencyKey} is not null`),
-    // The key janitor (kit/resources) frees keys older than 24 hours through this index.
-    index('endpoints_key_expiry_idx').on(t.createdAt).where(sql`${t.idempotencyKey} is not null`),
-  ],
+  (t) => [index('endpoints_account_idx').on(t.accountId, t.livemode, t.id)],
 );
 
 /** The event log: every event of every account, as delivered. */

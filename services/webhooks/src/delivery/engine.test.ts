@@ -70,7 +70,7 @@ async function receiver(certs?: ReturnType<typeof createTestCerts>): Promise<Rec
 
 /** A new account with one endpoint at `url`; returns what the engine needs to deliver to it. */
 async function endpointFor(url: string) {
-  const caller: Caller = { accountId: `acct_${++n}`, livemode: false, idempotencyKey: undefined };
+  const caller: Caller = { accountId: `acct_${++n}`, livemode: false };
   const { endpoint, secret } = await db.db.transaction((tx) =>
     createEndpoint(
       tx,

@@ -25,7 +25,7 @@ beforeAll(async () => {
 afterAll(() => db?.close());
 
 async function account(events: string[] = ['*']) {
-  const caller: Caller = { accountId: `acct_d${++n}`, livemode: false, idempotencyKey: undefined };
+  const caller: Caller = { accountId: `acct_d${++n}`, livemode: false };
   const { endpoint } = await db.db.transaction((tx) =>
     createEndpoint(
       tx,

@@ -156,7 +156,7 @@ describe('endpoints in the database', () => {
   afterAll(() => db?.close());
   const box = createSecretBox(Buffer.alloc(32, 1));
   const deps = { box, policy: { allowHttp: false, allowPrivate: true } };
-  const caller: Caller = { accountId: 'acct_1', livemode: false, idempotencyKey: undefined };
+  const caller: Caller = { accountId: 'acct_1', livemode: false };
 
   it('stores the secret sealed, never in clear', async () => {
     const { endpoint, secret } = await db.db.transaction((tx) =>
@@ -181,19 +181,6 @@ describe('endpoints in the database', () => {
     );
     expect((await listEndpoints(db.db, { ...caller, accountId: 'acct_2' }, {})).data).toEqual([]);
   });
-
-  it('answers a repeated idempotency key with the same endpoint and secret', async () => {
-    const keyed = { ...caller, idempotencyKey: 'same' };
-    const a = await db.db.transaction((tx) =>
-      createEndpoint(tx, keyed, { url: 'https://127.0.0.1/a', events: ['*'] }, deps),
-    );
-    const b = await db.db.transaction((tx) =>
-      createEndpoint(tx, keyed, { url: 'https://127.0.0.1/a', events: ['*'] }, deps),
-    );
-    expect(b.created).toBe(false);
-    expect(b.endpoint.id).toBe(a.endpoint.id);
-    expect(b.secret).toBe(a.secret);
-  });
 });
 
 describe('changing endpoints', () => {
@@ -207,7 +194,7 @@ describe('changing endpoints', () => {
   let n = 0;
 
   async function setup() {
-    const caller: Caller = { accountId: `acct_c${++n}`, livemode: false, idempotencyKey: undefined };
+    const caller: Caller = { accountId: `acct_c${++n}`, livemode: false };
     const { endpoint, secret } = await db.db.transaction((tx) =>
       createEndpoint(tx, caller, { url: 'https://93.184.215.14/a', events: ['*'], description: 'd' }, deps),
     );

@@ -93,7 +93,7 @@ export async function createEndpoint(
   input: CreateEndpointInput,
   deps: { box: SecretBox; policy: EndpointPolicy },
   now = new Date(),
-): Promise<{ endpoint: Endpoint; secret: string; created: boolean }> {
+): Promise<{ endpoint: Endpoint; secret: string }> {
   const url = await validateUrl(input.url, deps.policy);
   const events = validateEvents(input.events);
   const description = optionalText(input.description, 'description', 500);
@@ -109,26 +109,12 @@ export async function createEndpoint(
       description: description ?? null,
       status: 'enabled',
       secretSealed: deps.box.seal(secret),
-      idempotencyKey: caller.idempotencyKey ?? null,
       createdAt: now,
       updatedAt: now,
     })
-    .onConflictDoNothing()
     .returning();
-  if (row) return { endpoint: row, secret, created: true };
-  // The same idempotency key created it before: answer as then, secret included.
-  const [existing] = await tx
-    .select()
-    .from(endpoints)
-    .where(
-      and(
-        eq(endpoints.accountId, caller.accountId),
-        eq(endpoints.livemode, caller.livemode),
-        eq(endpoints.idempotencyKey, caller.idempotencyKey ?? ''),
-      ),
-    );
-  if (!existing) throw new Error('endpoint insert conflicted but no endpoint holds the idempotency key');
-  return { endpoint: existing, secret: deps.box.open(existing.secretSealed), created: false };
+  if (!row) throw new Error('endpoint insert returned no row');
+  return { endpoint: row, secret };
 }
 
 const ofCaller = (caller: Caller, id: string) =>

@@ -1,8 +1,10 @@
 // WebhookEndpointService over Connect: decode, call the domain, encode.
-import { create } from '@bufbuild/protobuf';
+import { create, type Message } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
-import type { ServiceImpl } from '@connectrpc/connect';
-import { callerOf } from '@mcs/kit/caller';
+import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
+import { type Caller, callerOf } from '@mcs/kit/caller';
+import type { Tx } from '@mcs/kit/db';
+import { writeKeyed } from '@mcs/kit/idempotency';
 import { eventTypeName } from '@mcs/kit/outbox';
 import { webhooks } from '@mcs/proto';
 import type { DeliveryStatus } from '../db/schema.ts';
@@ -24,6 +26,7 @@ import {
   rotateSecret,
   updateEndpoint,
 } from '../domain/endpoints.ts';
+import type { QueuedDelivery } from '../domain/fanout.ts';
 
 const STATUS = {
   enabled: webhooks.EndpointStatus.ENABLED,
@@ -101,13 +104,17 @@ export function toProtoDelivery(d: Delivery): webhooks.WebhookDelivery {
 
 export function endpointHandlers(deps: Deps): ServiceImpl<typeof webhooks.WebhookEndpointService> {
   const { db } = deps;
+  /** A write in one transaction, once per idempotency key (kit/idempotency). */
+  const write = <T extends Message>(ctx: HandlerContext, caller: Caller, fn: (tx: Tx) => Promise<T>) =>
+    writeKeyed(db, deps.keys, ctx, caller, fn);
   return {
     async createWebhookEndpoint(req, ctx) {
       const caller = callerOf(ctx);
-      const { endpoint, secret } = await db.transaction((tx) =>
-        createEndpoint(tx, caller, { url: req.url, events: req.events, description: req.description }, deps),
-      );
-      return toProtoEndpoint(endpoint, secret);
+      return write(ctx, caller, async (tx) => {
+        const input = { url: req.url, events: req.events, description: req.description };
+        const { endpoint, secret } = await createEndpoint(tx, caller, input, deps);
+        return toProtoEndpoint(endpoint, secret);
+      });
     },
     async getWebhookEndpoint(req, ctx) {
       return toProtoEndpoint(await getEndpoint(db, callerOf(ctx), req.id));
@@ -124,16 +131,15 @@ export function endpointHandlers(deps: Deps): ServiceImpl<typeof webhooks.Webhoo
     },
     async updateWebhookEndpoint(req, ctx) {
       const caller = callerOf(ctx);
-      const endpoint = await db.transaction((tx) =>
-        updateEndpoint(
-          tx,
-          caller,
-          req.id,
-          { url: req.url, events: req.events, description: req.description, disabled: req.disabled },
-          deps,
-        ),
-      );
-      return toProtoEndpoint(endpoint);
+      return write(ctx, caller, async (tx) => {
+        const input = {
+          url: req.url,
+          events: req.events,
+          description: req.description,
+          disabled: req.disabled,
+        };
+        return toProtoEndpoint(await updateEndpoint(tx, caller, req.id, input, deps));
+      });
     },
     async deleteWebhookEndpoint(req, ctx) {
       const caller = callerOf(ctx);
@@ -142,12 +148,14 @@ export function endpointHandlers(deps: Deps): ServiceImpl<typeof webhooks.Webhoo
     },
     async enableWebhookEndpoint(req, ctx) {
       const caller = callerOf(ctx);
-      return toProtoEndpoint(await db.transaction((tx) => enableEndpoint(tx, caller, req.id)));
+      return write(ctx, caller, async (tx) => toProtoEndpoint(await enableEndpoint(tx, caller, req.id)));
     },
     async rotateWebhookEndpointSecret(req, ctx) {
       const caller = callerOf(ctx);
-      const { endpoint, secret } = await db.transaction((tx) => rotateSecret(tx, caller, req.id, deps));
-      return toProtoEndpoint(endpoint, secret);
+      return write(ctx, caller, async (tx) => {
+        const { endpoint, secret } = await rotateSecret(tx, caller, req.id, deps);
+        return toProtoEndpoint(endpoint, secret);
+      });
     },
     async listWebhookDeliveries(req, ctx) {
       const page = await listDeliveries(db, callerOf(ctx), req.id, {
@@ -162,20 +170,27 @@ export function endpointHandlers(deps: Deps): ServiceImpl<typeof webhooks.Webhoo
     },
     async retryWebhookDelivery(req, ctx) {
       const caller = callerOf(ctx);
-      const { delivery, queued } = await db.transaction((tx) =>
-        retryDelivery(tx, caller, req.id, req.delivery, deps.queue.leaseMs),
-      );
-      deps.queue.enqueue([queued]);
-      return toProtoDelivery(delivery);
+      // Queued only by the call that did the work: a replayed answer sends nothing again.
+      let queued: QueuedDelivery | undefined;
+      const answer = await write(ctx, caller, async (tx) => {
+        const r = await retryDelivery(tx, caller, req.id, req.delivery, deps.queue.leaseMs);
+        queued = r.queued;
+        return toProtoDelivery(r.delivery);
+      });
+      if (queued) deps.queue.enqueue([queued]);
+      return answer;
     },
     async sendTestWebhook(req, ctx) {
       const caller = callerOf(ctx);
       const type = req.type ? eventTypeName(req.type) : undefined;
-      const { delivery, queued } = await db.transaction((tx) =>
-        sendTestEvent(tx, caller, req.id, type, deps.queue.leaseMs),
-      );
-      deps.queue.enqueue([queued]);
-      return toProtoDelivery(delivery);
+      let queued: QueuedDelivery | undefined;
+      const answer = await write(ctx, caller, async (tx) => {
+        const r = await sendTestEvent(tx, caller, req.id, type, deps.queue.leaseMs);
+        queued = r.queued;
+        return toProtoDelivery(r.delivery);
+      });
+      if (queued) deps.queue.enqueue([queued]);
+      return answer;
     },
   };
 }

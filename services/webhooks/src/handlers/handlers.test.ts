@@ -4,6 +4,7 @@
 import { Code, ConnectError, createClient, createRouterTransport } from '@connectrpc/connect';
 import * as grpc from '@grpc/grpc-js';
 import { type Caller, callerHeaders } from '@mcs/kit/caller';
+import { createKeyStore } from '@mcs/kit/idempotency';
 import { createLogger } from '@mcs/kit/log';
 import { errorLogger, type ServerHandle, startConnectServer } from '@mcs/kit/server';
 import { events as eventsProto, webhooks } from '@mcs/proto';
@@ -11,6 +12,7 @@ import { render } from '@mcs/rest';
 import { freshDatabase, grpcClient, type MigratedDatabase } from '@mcs/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrateWebhooks } from '../db/migrate.ts';
+import { idempotencyKeys } from '../db/schema.ts';
 import type { Deps } from '../deps.ts';
 import type { QueuedDelivery } from '../domain/fanout.ts';
 import { createSecretBox } from '../domain/secrets.ts';
@@ -20,13 +22,14 @@ let db: MigratedDatabase;
 let server: ServerHandle;
 let deps: Deps;
 const queued: QueuedDelivery[] = [];
-const caller: Caller = { accountId: 'acct_h1', livemode: false, idempotencyKey: undefined };
+const caller: Caller = { accountId: 'acct_h1', livemode: false };
 const headers = callerHeaders(caller);
 
 beforeAll(async () => {
   db = await freshDatabase(migrateWebhooks);
   deps = {
     db: db.db,
+    keys: createKeyStore(db.db, idempotencyKeys),
     box: createSecretBox(Buffer.alloc(32, 5)),
     policy: { allowHttp: false, allowPrivate: true },
     queue: { leaseMs: 5_000, enqueue: (items) => queued.push(...items) },
@@ -44,6 +47,33 @@ afterAll(async () => {
 
 describe('WebhookEndpointService in memory', () => {
   const client = () => createClient(webhooks.WebhookEndpointService, createRouterTransport(routes(deps)));
+
+  it('answers a repeated idempotency key with the same endpoint and secret, replayed', async () => {
+    const c = client();
+    const keyed = { ...caller, idempotency: { key: 'same', fingerprint: 'fp' } };
+    const input = { url: 'https://127.0.0.1/a', events: ['*'] };
+    let replayed: string | null = null;
+    const a = await c.createWebhookEndpoint(input, { headers: callerHeaders(keyed) });
+    const b = await c.createWebhookEndpoint(input, {
+      headers: callerHeaders(keyed),
+      onHeader: (h) => {
+        replayed = h.get('mcs-idempotent-replayed');
+      },
+    });
+    expect(replayed).toBe('true');
+    expect(b).toEqual(a);
+    expect(b.secret).toMatch(/^whsec_/);
+    expect(
+      (await c.listWebhookEndpoints({ limit: 100 }, { headers })).data.filter((e) => e.url === input.url),
+    ).toHaveLength(1);
+    const other = await c
+      .createWebhookEndpoint(input, {
+        headers: callerHeaders({ ...keyed, idempotency: { key: 'same', fingerprint: 'fp2' } }),
+      })
+      .catch((e: unknown) => ConnectError.from(e));
+    expect(other).toBeInstanceOf(ConnectError);
+    expect((other as ConnectError).rawMessage).toMatch(/different request/);
+  });
 
   it('manages an endpoint through its whole life, rendered as REST', async () => {
     const c = client();

@@ -1,0 +1,1 @@
+DROP TABLE "gateway"."idempotency_keys" CASCADE;

@@ -1,0 +1,321 @@
+// Idempotency keys where the resource is written, against the real PostgreSQL of the machine:
+// one statement claims the key and writes row + event, a reused key writes nothing and replays
+// the sealed answer, another request with the key is refused, keys expire after 24 hours, and a
+// transactional write stores its answer with its effects or not at all.
+import { randomBytes } from 'node:crypto';
+import { create, toBinary } from '@bufbuild/protobuf';
+import { createHandlerContext } from '@connectrpc/connect';
+import { api, commerce, events } from '@mcs/proto';
+import { sql } from 'drizzle-orm';
+import { drizzle } from 'drizzle-orm/node-postgres';
+import { pgSchema, text, timestamp } from 'drizzle-orm/pg-core';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CALLER_HEADERS, type Caller } from './caller.ts';
+import { DEFAULT_DATABASE_URL } from './config.ts';
+import { createDatabase, type Database } from './db.ts';
+import {
+  answerBytes,
+  answerOnce,
+  createKeyStore,
+  IDEMPOTENCY_WINDOW_MS,
+  idempotencyTable,
+  insertOnce,
+  type KeyStore,
+  KeyTaken,
+  writeKeyed,
+} from './idempotency.ts';
+import { type NewEvent, outboxTable } from './outbox.ts';
+
+const schema = pgSchema('idem_test');
+const keysTable = idempotencyTable(schema);
+const outbox = outboxTable(schema);
+const things = schema.table('things', {
+  id: text('id').primaryKey(),
+  accountId: text('account_id').notNull(),
+  name: text('name').notNull(),
+  createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull(),
+});
+type Thing = typeof things.$inferSelect;
+
+const serverUrl = process.env.DATABASE_URL ?? DEFAULT_DATABASE_URL;
+const dbName = `mcs_test_${randomBytes(8).toString('hex')}`;
+let database: Database;
+let keys: KeyStore;
+
+async function onMaintenance(query: string) {
+  const u = new URL(serverUrl);
+  u.pathname = '/postgres';
+  const c = new pg.Client({ connectionString: u.toString() });
+  await c.connect();
+  try {
+    await c.query(query);
+  } finally {
+    await c.end();
+  }
+}
+
+beforeAll(async () => {
+  await onMaintenance(`create database ${dbName}`);
+  const u = new URL(serverUrl);
+  u.pathname = `/${dbName}`;
+  database = createDatabase(u.toString(), { name: 'idem-test', max: 4 });
+  await database.pool.query(`
+    create schema idem_test;
+    create table idem_test.idempotency_keys (
+      account_id text not null, livemode boolean not null, key_hash text not null,
+      fingerprint text not null, response bytea not null, created_at timestamptz not null,
+      primary key (account_id, livemode, key_hash));
+    create table idem_test.outbox (seq bigserial primary key, event_id text not null unique,
+      type text not null, payload bytea not null, created_at timestamptz not null default now());
+    create table idem_test.things (id text primary key, account_id text not null, name text not null,
+      created_at timestamptz not null);`);
+  keys = createKeyStore(database.db, keysTable);
+});
+afterAll(async () => {
+  await database?.close();
+  await onMaintenance(`drop database if exists ${dbName} with (force)`);
+});
+
+let n = 0;
+const keyed = (key = `k${++n}`, fingerprint = 'fp-1'): Caller => ({
+  accountId: 'acct_1',
+  livemode: false,
+  idempotency: { key, fingerprint },
+});
+const thing = (name: string, at = new Date()): Thing => ({
+  id: `thing_${++n}`,
+  accountId: 'acct_1',
+  name,
+  createdAt: at,
+});
+// Any message will do as an answer; an Order is what CreateOrder answers.
+const answerOf = (t: Thing) => toBinary(commerce.OrderSchema, create(commerce.OrderSchema, { id: t.id }));
+const eventOf = (t: Thing): NewEvent => ({
+  type: events.EventType.ORDER_CREATED,
+  accountId: t.accountId,
+  livemode: false,
+  data: { case: 'order', value: create(commerce.OrderSchema, { id: t.id }) },
+});
+const count = async (table: 'things' | 'outbox' | 'idempotency_keys') =>
+  Number((await database.pool.query(`select count(*) from idem_test.${table}`)).rows[0].count);
+
+/** A handler context of OrderService/CreateOrder, as connect-node makes one. */
+function handlerContext() {
+  const method = commerce.OrderService.method.createOrder;
+  return createHandlerContext({
+    service: commerce.OrderService,
+    method,
+    protocolName: 'connect',
+    requestMethod: 'POST',
+    url: '/mcs.commerce.v1.OrderService/CreateOrder',
+  });
+}
+
+describe('insertOnce', () => {
+  it('claims the key and writes row and event in one statement; a reused key writes nothing', async () => {
+    const caller = keyed();
+    const sent: string[] = [];
+    const counting = drizzle(database.pool, { logger: { logQuery: (q) => void sent.push(q) } });
+    const before = { things: await count('things'), outbox: await count('outbox') };
+    const first = thing('a');
+    const { event } = await insertOnce(counting, things, first, {
+      event: { outbox, of: eventOf },
+      key: { keys, caller, answer: answerOf },
+    });
+    expect(sent).toHaveLength(1);
+    expect(sent[0]).toMatch(/^\s*with k as \(\s*insert into "idem_test"."idempotency_keys"/);
+    expect(event?.type).toBe('order.created');
+    expect(await count('things')).toBe(before.things + 1);
+    expect(await count('outbox')).toBe(before.outbox + 1);
+
+    sent.length = 0;
+    const err = await insertOnce(counting, things, thing('b'), {
+      event: { outbox, of: eventOf },
+      key: { keys, caller, answer: answerOf },
+    }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(KeyTaken);
+    // The statement that wrote nothing also read the earlier answer: one round trip in all.
+    expect(sent).toHaveLength(1);
+    expect((err as KeyTaken).existing?.fingerprint).toBe('fp-1');
+    expect(await count('things')).toBe(before.things + 1);
+    expect(await count('outbox')).toBe(before.outbox + 1);
+  });
+
+  it('keeps keys per account and mode, and only their hash; the answer is sealed', async () => {
+    const key = `secret-key-${randomBytes(4).toString('hex')}`;
+    const t = thing('sealed');
+    await insertOnce(database.db, things, t, { key: { keys, caller: keyed(key), answer: answerOf } });
+    await insertOnce(database.db, things, thing('other account'), {
+      key: { keys, caller: { ...keyed(key), accountId: 'acct_2' }, answer: answerOf },
+    });
+    await insertOnce(database.db, things, thing('live'), {
+      key: { keys, caller: { ...keyed(key), livemode: true }, answer: answerOf },
+    });
+    const { rows } = await database.pool.query(
+      `select key_hash, response from idem_test.idempotency_keys where key_hash = encode(sha256($1::bytea), 'hex')`,
+      [key],
+    );
+    expect(rows).toHaveLength(3);
+    const dump = JSON.stringify(
+      (await database.pool.query('select * from idem_test.idempotency_keys')).rows.map((r) => ({
+        ...r,
+        response: Buffer.from(r.response).toString('latin1'),
+      })),
+    );
+    expect(dump).not.toContain(key);
+    expect(dump).not.toContain(t.id);
+  });
+
+  it('lets exactly one of many concurrent requests with one key write', async () => {
+    const caller = keyed();
+    const before = await count('things');
+    const results = await Promise.allSettled(
+      Array.from({ length: 8 }, (_, i) =>
+        insertOnce(database.db, things, thing(`race ${i}`), { key: { keys, caller, answer: answerOf } }),
+      ),
+    );
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    const refused = results.filter((r) => r.status === 'rejected');
+    expect(refused.every((r) => (r as PromiseRejectedResult).reason instanceof KeyTaken)).toBe(true);
+    expect(await count('things')).toBe(before + 1);
+  });
+
+  it('takes over a key older than 24 hours', async () => {
+    const caller = keyed();
+    const long = new Date(Date.now() - IDEMPOTENCY_WINDOW_MS - 60_000);
+    await insertOnce(database.db, things, thing('old', long), {
+      key: { keys, caller, answer: answerOf },
+      now: long,
+    });
+    expect(await keys.lookup(caller)).toBeUndefined();
+    await insertOnce(database.db, things, thing('new'), { key: { keys, caller, answer: answerOf } });
+    expect(await keys.lookup(caller)).toBeDefined();
+  });
+});
+
+describe('answerOnce', () => {
+  const order = (id: string) => create(commerce.OrderSchema, { id });
+
+  it('replays the stored answer with the replay header, and refuses another request', async () => {
+    const caller = keyed();
+    const ctx1 = handlerContext();
+    const run = (id: string, c = caller, ctx = ctx1) =>
+      answerOnce(
+        keys,
+        ctx,
+        c,
+        async () => {
+          const t = { ...thing('x'), id };
+          await insertOnce(database.db, things, t, { key: { keys, caller: c, answer: answerOf } });
+          return order(id);
+        },
+        { lookupFirst: false },
+      );
+    expect((await run('thing_first')).id).toBe('thing_first');
+    expect(ctx1.responseHeader.get(CALLER_HEADERS.idempotentReplayed)).toBeNull();
+
+    const ctx2 = handlerContext();
+    const replay = await run('thing_second', caller, ctx2);
+    expect(replay.id).toBe('thing_first');
+    expect(ctx2.responseHeader.get(CALLER_HEADERS.idempotentReplayed)).toBe('true');
+
+    const other = await run(
+      'thing_third',
+      keyed(caller.idempotency!.key, 'fp-other'),
+      handlerContext(),
+    ).catch((e: unknown) => e);
+    const detail = (other as { findDetails?: (s: unknown) => Array<{ code: string }> }).findDetails?.(
+      api.ErrorDetailSchema,
+    );
+    expect(detail?.[0]?.code).toBe('idempotency_key_reused');
+  });
+
+  it('answers a catalog error of a retry with the first answer (the world changed since)', async () => {
+    const caller = keyed();
+    const ctx = handlerContext();
+    await writeKeyed(database.db, keys, ctx, caller, async () => order('ord_kept'));
+    const { apiError } = await import('@mcs/errors');
+    const replay = await answerOnce<commerce.Order>(
+      keys,
+      handlerContext(),
+      caller,
+      async () => {
+        throw apiError('invalid_state_transition');
+      },
+      { lookupFirst: false },
+    );
+    expect(replay.id).toBe('ord_kept');
+  });
+});
+
+describe('writeKeyed', () => {
+  it('stores the answer with the effects, and runs the write once per key', async () => {
+    const caller = keyed();
+    let runs = 0;
+    const write = () =>
+      writeKeyed(database.db, keys, handlerContext(), caller, async (tx) => {
+        runs++;
+        await tx.insert(things).values(thing('tx'));
+        return create(commerce.OrderSchema, { id: `ord_${runs}` });
+      });
+    const before = await count('things');
+    expect((await write()).id).toBe('ord_1');
+    expect((await write()).id).toBe('ord_1');
+    expect(runs).toBe(1);
+    expect(await count('things')).toBe(before + 1);
+  });
+
+  it('rolls its effects back when a concurrent request took the key first', async () => {
+    const caller = keyed();
+    const before = await count('things');
+    let release!: () => void;
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
+    // Both find no answer and do their work, overlapping; both then record the key.
+    const first = writeKeyed(database.db, keys, handlerContext(), caller, async (tx) => {
+      await tx.insert(things).values(thing('first'));
+      await held;
+      return create(commerce.OrderSchema, { id: 'ord_first' });
+    });
+    await new Promise((r) => setTimeout(r, 50));
+    const second = writeKeyed(database.db, keys, handlerContext(), caller, async (tx) => {
+      await tx.insert(things).values(thing('second'));
+      release();
+      return create(commerce.OrderSchema, { id: 'ord_second' });
+    });
+    // Whichever recorded the key first won; the other rolled back and answers the winner's answer.
+    const [a, b] = [await first, await second];
+    expect(a.id).toBe(b.id);
+    expect(await count('things')).toBe(before + 1);
+  });
+
+  it('leaves no key behind when the write fails', async () => {
+    const caller = keyed();
+    await expect(
+      writeKeyed(database.db, keys, handlerContext(), caller, async () => {
+        throw new Error('boom');
+      }),
+    ).rejects.toThrow('boom');
+    expect(await keys.lookup(caller)).toBeUndefined();
+  });
+});
+
+describe('the janitor sweep', () => {
+  it('deletes keys older than 24 hours and keeps the rest', async () => {
+    const old = keyed();
+    const fresh = keyed();
+    const long = new Date(Date.now() - IDEMPOTENCY_WINDOW_MS - 60_000);
+    await database.db.transaction((tx) =>
+      keys.record(tx, old, answerBytes(handlerContext(), create(commerce.OrderSchema)), long),
+    );
+    await database.db.transaction((tx) => keys.record(tx, fresh, new Uint8Array(), new Date()));
+    expect(await keys.sweep()).toBeGreaterThanOrEqual(1);
+    const left = await database.db.execute<{ n: number }>(
+      sql`select count(*)::int as n from idem_test.idempotency_keys where created_at < ${new Date(Date.now() - IDEMPOTENCY_WINDOW_MS)}`,
+    );
+    expect(left.rows[0]?.n).toBe(0);
+    expect(await keys.lookup(fresh)).toBeDefined();
+  });
+});

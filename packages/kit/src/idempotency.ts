@@ -1,0 +1,388 @@
+// Idempotency-Key where the resource is written (DESIGN.md "Idempotency"). Every service keeps
+// a table `<schema>.idempotency_keys`: per (account, mode, key hash) the fingerprint of the
+// first request and its answer (the RPC's response message, sealed). The row commits in the
+// same statement or transaction as the write it answers for, so a retry after any crash either
+// finds the answer or finds nothing written at all; there is no "in flight" state to recover.
+//
+//   same key, same request   → the stored answer, decoded into the same message, so the
+//                               gateway renders the same bytes; response header
+//                               `mcs-idempotent-replayed: true`
+//   same key, other request  → idempotency_key_reused (422)
+//   concurrent same key      → the second waits on the key's unique index until the first
+//                               commits, then replays it (the gateway answers 409 itself when
+//                               both reach the same gateway)
+//   key older than 24 hours  → forgotten: the next request with it is a new operation
+//
+// The database holds only SHA-256 of the key. Answers are sealed (AES-256-GCM) with a key derived
+// from the client's key, which the database never holds: an answer can carry a secret (a webhook
+// endpoint's signing secret), and a database dump must not reveal it.
+import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto';
+import { fromBinary, type Message, toBinary } from '@bufbuild/protobuf';
+import { ConnectError, type HandlerContext } from '@connectrpc/connect';
+import { apiError } from '@mcs/errors';
+import { getTableColumns, type SQL, sql } from 'drizzle-orm';
+import {
+  boolean,
+  index,
+  type PgSchema,
+  type PgTable,
+  primaryKey,
+  text,
+  timestamp,
+} from 'drizzle-orm/pg-core';
+import { CALLER_HEADERS, type Caller, type IdempotencyClaim } from './caller.ts';
+import { bytea, type Db, type Tx } from './db.ts';
+import type { Logger } from './log.ts';
+import { type NewEvent, type OutboxTable, outboxEntry } from './outbox.ts';
+
+/** An event a statement wrote to the outbox: what the relay publishes (subject from `type`, Nats-Msg-Id = `id`). */
+export interface WrittenEvent {
+  id: string;
+  type: string;
+  payload: Uint8Array;
+}
+
+/** Idempotency keys live 24 hours (spec 7.4). */
+export const IDEMPOTENCY_WINDOW_MS = 24 * 3600 * 1000;
+
+/** The idempotency table of a service, in that service's schema. */
+export function idempotencyTable(schema: PgSchema) {
+  return schema.table(
+    'idempotency_keys',
+    {
+      accountId: text('account_id').notNull(),
+      livemode: boolean('livemode').notNull(),
+      keyHash: text('key_hash').notNull(),
+      fingerprint: text('fingerprint').notNull(),
+      /** The RPC's response message (protobuf binary), sealed: iv (12) | tag (16) | ciphertext. */
+      response: bytea('response').notNull(),
+      createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull(),
+    },
+    (t) => [
+      primaryKey({ columns: [t.accountId, t.livemode, t.keyHash] }),
+      // The janitor deletes expired keys through this index.
+      index(`${schema.schemaName}_idempotency_keys_created_idx`).on(t.createdAt),
+    ],
+  );
+}
+export type IdempotencyTable = ReturnType<typeof idempotencyTable>;
+
+/** A keyed write's claim with what is derived from the key, computed once per call. */
+class Keyed {
+  readonly caller: Caller;
+  readonly claim: IdempotencyClaim;
+  readonly hash: string;
+  private sealKey: Buffer | undefined;
+  constructor(caller: Caller, claim: IdempotencyClaim) {
+    this.caller = caller;
+    this.claim = claim;
+    this.hash = createHash('sha256').update(claim.key, 'utf8').digest('hex');
+  }
+  private key(): Buffer {
+    this.sealKey ??= Buffer.from(
+      hkdfSync(
+        'sha256',
+        this.claim.key,
+        `${this.caller.accountId}:${this.caller.livemode}`,
+        'mcs idempotent answer',
+        32,
+      ),
+    );
+    return this.sealKey;
+  }
+  seal(plain: Uint8Array): Buffer {
+    const iv = randomBytes(12);
+    const cipher = createCipheriv('aes-256-gcm', this.key(), iv);
+    const data = Buffer.concat([cipher.update(plain), cipher.final()]);
+    return Buffer.concat([iv, cipher.getAuthTag(), data]);
+  }
+  open(sealed: Uint8Array): Uint8Array {
+    const buf = Buffer.from(sealed.buffer, sealed.byteOffset, sealed.byteLength);
+    const decipher = createDecipheriv('aes-256-gcm', this.key(), buf.subarray(0, 12));
+    decipher.setAuthTag(buf.subarray(12, 28));
+    return Buffer.concat([decipher.update(buf.subarray(28)), decipher.final()]);
+  }
+}
+
+const keyedCache = new WeakMap<IdempotencyClaim, Keyed>();
+function keyedOf(caller: Caller): Keyed | undefined {
+  const claim = caller.idempotency;
+  if (!claim) return undefined;
+  let k = keyedCache.get(claim);
+  if (!k) {
+    k = new Keyed(caller, claim);
+    keyedCache.set(claim, k);
+  }
+  return k;
+}
+
+/** A stored answer: its request's fingerprint and the sealed response. */
+export interface StoredAnswer {
+  fingerprint: string;
+  response: Uint8Array;
+}
+
+/**
+ * The key is taken: another request with it committed first. Carries its answer when the
+ * statement that found the key could already read it.
+ */
+export class KeyTaken extends Error {
+  readonly existing: StoredAnswer | undefined;
+  constructor(existing?: StoredAnswer) {
+    super('idempotency key taken');
+    this.existing = existing;
+  }
+}
+
+export interface KeyStore {
+  table: IdempotencyTable;
+  /** The live answer stored under the caller's key, if any. */
+  lookup(caller: Caller, now?: Date): Promise<StoredAnswer | undefined>;
+  /**
+   * In the write's own transaction: stores `response` under the caller's key (a no-op without
+   * a key). Throws KeyTaken when another request committed the key first; the caller's
+   * transaction must then roll back.
+   */
+  record(tx: Tx, caller: Caller, response: Uint8Array, now?: Date): Promise<void>;
+  /** Deletes keys older than 24 hours; returns how many. */
+  sweep(now?: Date): Promise<number>;
+}
+
+const tableSql = (t: IdempotencyTable) => sql`${t}`;
+
+export function createKeyStore(db: Db, table: IdempotencyTable): KeyStore {
+  const t = tableSql(table);
+  return {
+    table,
+    async lookup(caller, now = new Date()) {
+      const k = keyedOf(caller);
+      if (!k) return undefined;
+      const { rows } = await db.execute<{ fingerprint: string; response: Buffer }>(sql`
+        select fingerprint, response from ${t}
+         where account_id = ${caller.accountId} and livemode = ${caller.livemode} and key_hash = ${k.hash}
+           and created_at >= ${new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS)}`);
+      const row = rows[0];
+      return row && { fingerprint: row.fingerprint, response: row.response };
+    },
+    async record(tx, caller, response, now = new Date()) {
+      const k = keyedOf(caller);
+      if (!k) return;
+      const { rows } = await tx.execute(sql`
+        insert into ${t} as k (account_id, livemode, key_hash, fingerprint, response, created_at)
+        values (${caller.accountId}, ${caller.livemode}, ${k.hash}, ${k.claim.fingerprint}, ${k.seal(response)}, ${now})
+        on conflict (account_id, livemode, key_hash) do update
+          set fingerprint = excluded.fingerprint, response = excluded.response, created_at = excluded.created_at
+          where k.created_at < ${new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS)}
+        returning 1`);
+      if (rows.length === 0) throw new KeyTaken();
+    },
+    async sweep(now = new Date()) {
+      let total = 0;
+      // In slices, so a large backlog of expired keys never holds a long transaction.
+      for (;;) {
+        const { rowCount } = await db.execute(sql`
+          delete from ${t} where ctid = any(array(
+            select ctid from ${t} where created_at < ${new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS)} limit 5000))`);
+        total += rowCount ?? 0;
+        if (!rowCount || rowCount < 5000) return total;
+      }
+    },
+  };
+}
+
+/** Deletes expired keys every `everyMs` (and once at start). */
+export function startKeyJanitor(keys: KeyStore, log: Logger, everyMs = 60_000): { stop(): void } {
+  const run = () =>
+    void keys.sweep().then(
+      (n) => n > 0 && log.info({ removed: n }, 'expired idempotency keys removed'),
+      (err) => log.warn({ err: (err as Error).message }, 'idempotency key janitor failed'),
+    );
+  run();
+  const timer = setInterval(run, everyMs);
+  timer.unref();
+  return { stop: () => clearInterval(timer) };
+}
+
+/**
+ * Runs a write once per idempotency key and answers it; without a key it just runs `run`.
+ *
+ * `run` must store its answer under the key in the same transaction or statement as its
+ * effects (KeyStore.record, or insertOnce with `key`), and throw KeyTaken when the key was
+ * taken. With `lookupFirst` a stored answer is looked up before `run` (writes that read and
+ * update; one extra round trip); without it, `run` itself finds out (one-statement creates).
+ *
+ * A catalog error from `run` is answered with the stored answer when the key has one: a retry
+ * must answer the first outcome even when the world has changed since (the order got paid,
+ * the product archived) and the write would now be refused.
+ */
+export async function answerOnce<T extends Message>(
+  keys: KeyStore,
+  ctx: HandlerContext,
+  caller: Caller,
+  run: () => Promise<T>,
+  opts: { lookupFirst: boolean },
+): Promise<T> {
+  const k = keyedOf(caller);
+  if (!k) return run();
+  const replay = (stored: StoredAnswer): T => {
+    if (stored.fingerprint !== k.claim.fingerprint) throw apiError('idempotency_key_reused');
+    ctx.responseHeader.set(CALLER_HEADERS.idempotentReplayed, 'true');
+    return fromBinary(ctx.method.output, k.open(stored.response)) as T;
+  };
+  if (opts.lookupFirst) {
+    const stored = await keys.lookup(caller);
+    if (stored) return replay(stored);
+  }
+  try {
+    return await run();
+  } catch (err) {
+    if (err instanceof KeyTaken || err instanceof ConnectError) {
+      const stored = (err instanceof KeyTaken && err.existing) || (await keys.lookup(caller));
+      if (stored) return replay(stored);
+      // Taken, then gone (expired or swept in between): the client may simply retry.
+      if (err instanceof KeyTaken) throw apiError('idempotency_key_in_use');
+    }
+    throw err;
+  }
+}
+
+/** The response bytes of a handler's answer, as KeyStore.record and insertOnce store them. */
+export function answerBytes(ctx: HandlerContext, message: Message): Uint8Array {
+  return toBinary(ctx.method.output, message);
+}
+
+/**
+ * A write in one transaction, once per idempotency key: `fn`'s effects, its answer and the key
+ * commit together. The helper every non-create write handler goes through.
+ */
+export function writeKeyed<T extends Message>(
+  db: Db,
+  keys: KeyStore,
+  ctx: HandlerContext,
+  caller: Caller,
+  fn: (tx: Tx) => Promise<T>,
+): Promise<T> {
+  return answerOnce(
+    keys,
+    ctx,
+    caller,
+    () =>
+      db.transaction(async (tx) => {
+        const answer = await fn(tx);
+        await keys.record(tx, caller, answerBytes(ctx, answer));
+        return answer;
+      }),
+    { lookupFirst: true },
+  );
+}
+
+/**
+ * What a one-statement create writes besides its row, built by the handler from the new row
+ * (the domain never sees proto): its event, and, for a keyed caller, the answer to keep.
+ */
+export interface CreateSidecar<V> {
+  event?: (row: V) => NewEvent;
+  key?: { keys: KeyStore; answer: (row: V) => Uint8Array };
+}
+
+interface InsertPlan {
+  columns: string[];
+  /** Per column: its JS key, SQL type (for the casts) and driver mapping. */
+  specs: Array<{ key: string; type: string; toDriver: (v: unknown) => unknown }>;
+}
+const plans = new WeakMap<PgTable, InsertPlan>();
+
+function planOf(table: PgTable): InsertPlan {
+  let plan = plans.get(table);
+  if (!plan) {
+    const cols = Object.entries(getTableColumns(table));
+    plan = {
+      columns: cols.map(([, c]) => c.name),
+      specs: cols.map(([key, c]) => ({
+        key,
+        type: c.getSQLType(),
+        toDriver: (v: unknown) => (v === null || v === undefined ? null : c.mapToDriverValue(v)),
+      })),
+    };
+    plans.set(table, plan);
+  }
+  return plan;
+}
+
+/**
+ * Inserts one row, its event and its idempotency key in ONE statement, so a create costs one
+ * round trip and needs no transaction (DESIGN.md "Targets": ingest):
+ *
+ *   with k as (insert into <keys> … on conflict (account, mode, hash) do update … where expired returning 1),
+ *        o as (insert into <table> (…) select … where exists (select 1 from k) returning 1),
+ *        e as (insert into <outbox> (…) select … from o)
+ *   select exists (select 1 from o) as inserted, <the key's earlier answer, if it has one>
+ *
+ * A single statement commits whole or not at all. When the key is taken the row and event are
+ * not written and KeyTaken is thrown, carrying the earlier answer when it was committed before
+ * this statement began (else answerOnce looks it up). A concurrent insert of the same key waits
+ * on the key's index until the other commits. Without a key it is the plain insert (+ event).
+ * Returns the event it wrote, for the relay to publish at once.
+ */
+export async function insertOnce<V extends Record<string, unknown>>(
+  db: Tx,
+  table: PgTable,
+  values: V,
+  opts: {
+    event?: { outbox: OutboxTable; of: (values: V) => NewEvent };
+    key?: { keys: KeyStore; caller: Caller; answer: (values: V) => Uint8Array };
+    now?: Date;
+  } = {},
+): Promise<{ event: WrittenEvent | undefined }> {
+  const plan = planOf(table);
+  const cols = sql.join(
+    plan.columns.map((c) => sql.identifier(c)),
+    sql`, `,
+  );
+  const vals = sql.join(
+    plan.specs.map((s) => sql`${s.toDriver(values[s.key])}::${sql.raw(s.type)}`),
+    sql`, `,
+  );
+  const entry = opts.event ? outboxEntry(opts.event.of(values)) : undefined;
+  const eventCte = (from: SQL) => {
+    if (!entry) return sql``;
+    const { row } = entry;
+    const payload = Buffer.from(row.payload.buffer, row.payload.byteOffset, row.payload.byteLength);
+    return sql`, e as (insert into ${opts.event!.outbox} (event_id, type, payload)
+                       select ${row.eventId}::text, ${row.type}::text, ${payload}::bytea from ${from})`;
+  };
+  const published = entry && { id: entry.row.eventId, type: entry.row.type, payload: entry.row.payload };
+  const k = opts.key && keyedOf(opts.key.caller);
+  if (!opts.key || !k) {
+    await db.execute(sql`with o as (insert into ${table} (${cols}) values (${vals}) returning 1)${eventCte(sql`o`)}
+                         select 1`);
+    return { event: published };
+  }
+  const { caller, keys } = opts.key;
+  const now = opts.now ?? new Date();
+  const expiredBefore = new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS);
+  const t = tableSql(keys.table);
+  const { rows } = await db.execute<{
+    inserted: boolean;
+    fingerprint: string | null;
+    response: Buffer | null;
+  }>(sql`
+    with k as (
+      insert into ${t} as k (account_id, livemode, key_hash, fingerprint, response, created_at)
+      values (${caller.accountId}, ${caller.livemode}, ${k.hash}, ${k.claim.fingerprint},
+              ${k.seal(opts.key.answer(values))}, ${now})
+      on conflict (account_id, livemode, key_hash) do update
+        set fingerprint = excluded.fingerprint, response = excluded.response, created_at = excluded.created_at
+        where k.created_at < ${expiredBefore}
+      returning 1
+    ), o as (insert into ${table} (${cols}) select ${vals} where exists (select 1 from k) returning 1)${eventCte(sql`o`)}
+    select exists (select 1 from o) as inserted, p.fingerprint, p.response
+      from (select 1) one left join ${t} p
+        on p.account_id = ${caller.accountId} and p.livemode = ${caller.livemode} and p.key_hash = ${k.hash}
+       and p.created_at >= ${expiredBefore}`);
+  const row = rows[0];
+  if (row?.inserted) return { event: published };
+  throw new KeyTaken(
+    row?.fingerprint && row.response ? { fingerprint: row.fingerprint, response: row.response } : undefined,
+  );
+}
