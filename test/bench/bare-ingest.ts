@@ -18,7 +18,8 @@ if (!url || !port) {
   process.exit(2);
 }
 
-const pool = new pg.Pool({ connectionString: url, max: Number(process.env.POOL ?? 32) });
+const POOL = Number(process.env.POOL ?? 32);
+const pool = new pg.Pool({ connectionString: url, max: POOL });
 pool.on('error', () => {});
 
 // The same columns and indexes as gateway.idempotency_keys, commerce.orders and commerce.outbox,
@@ -46,6 +47,9 @@ await pool.query(`
     seq bigserial primary key, event_id text not null unique, type text not null,
     payload bytea not null, created_at timestamptz not null default now());
 `);
+
+// Open every pooled connection now, so a measurement right after start does not pay for them.
+await Promise.all(Array.from({ length: POOL }, () => pool.query('select 1')));
 
 const ORDER_COLUMNS = `id, account_id, livemode, status, customer_name, customer_phone, currency, total, items,
   idempotency_key, created_at, updated_at`;

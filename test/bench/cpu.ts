@@ -4,7 +4,8 @@
 // rest of the server by their process title. Everything else on the machine is "other", which
 // shows when a measurement was disturbed (another test run, a compiler).
 import { readdirSync, readFileSync } from 'node:fs';
-import type { Table } from './lib.ts';
+import type { Stack } from '@mcs/testkit';
+import { round, type Table } from './lib.ts';
 
 interface Proc {
   pid: number;
@@ -44,6 +45,8 @@ function cmdline(pid: number): string {
   }
 }
 
+const STACK_PARTS = new Set(['gateway', 'commerce', 'webhooks', 'accounts', 'messaging']);
+
 const ENTRIES: Array<[RegExp, string]> = [
   [/gateway\/src\/main\.ts/, 'gateway'],
   [/services\/commerce\//, 'commerce'],
@@ -52,9 +55,24 @@ const ENTRIES: Array<[RegExp, string]> = [
   [/services\/messaging\//, 'messaging'],
   [/bench\/load-worker\.ts/, 'load generator'],
   [/bench\/bare-ingest\.ts/, 'bare server'],
+  [/bench\/bare-pipeline\.ts/, 'bare pipeline'],
 ];
 
-function classify(p: Proc, procs: Map<number, Proc>, database: string | undefined): string {
+/** Whether a process carries the stack's JetStream prefix in its environment (it belongs to that stack). */
+function inStack(pid: number, prefix: string): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/environ`, 'utf8').includes(`\0MCS_NATS_PREFIX=${prefix}\0`);
+  } catch {
+    return false;
+  }
+}
+
+function classify(
+  p: Proc,
+  procs: Map<number, Proc>,
+  database: string | undefined,
+  stackPrefix: string | undefined,
+): string {
   if (p.pid === process.pid) return 'runner (receivers)';
   let a = procs.get(p.ppid);
   let ours = false;
@@ -67,7 +85,12 @@ function classify(p: Proc, procs: Map<number, Proc>, database: string | undefine
   }
   if (ours) {
     const cmd = cmdline(p.pid);
-    for (const [re, label] of ENTRIES) if (re.test(cmd)) return label;
+    for (const [re, label] of ENTRIES) {
+      if (!re.test(cmd)) continue;
+      // Another benchmark's stack running at the same time (an overlapping benchmark) is not ours.
+      if (stackPrefix && STACK_PARTS.has(label) && !inStack(p.pid, stackPrefix)) return 'other bench stack';
+      return label;
+    }
     const script = cmd.split(' ').find((a) => a.endsWith('.ts') || a.endsWith('.js'));
     return `runner child ${script ? script.split('/').slice(-2).join('/') : p.comm}`;
   }
@@ -95,8 +118,11 @@ export interface CpuReport {
   byGroup: Record<string, number>;
 }
 
-/** Starts a CPU window; `end()` returns the cores each group used during it. */
-export function cpuWindow(database?: string): { end(): CpuReport | null } {
+/**
+ * Starts a CPU window; `end()` returns the cores each group used during it. With `stackPrefix`
+ * (stack.nats.prefix), the parts of other stacks running meanwhile count as "other bench stack".
+ */
+export function cpuWindow(database?: string, stackPrefix?: string): { end(): CpuReport | null } {
   let start: { t: number; procs: Map<number, Proc>; machine: { busy: number; total: number } } | null = null;
   try {
     start = { t: performance.now(), procs: readProcs(), machine: machineTicks() };
@@ -115,13 +141,13 @@ export function cpuWindow(database?: string): { end(): CpuReport | null } {
         const before = start.procs.get(p.pid);
         const delta = p.ticks - (before && before.comm === p.comm ? before.ticks : 0);
         if (delta <= 0) continue;
-        const g = classify(p, procs, database);
+        const g = classify(p, procs, database, stackPrefix);
         byGroup[g] = (byGroup[g] ?? 0) + delta / TICKS_PER_SEC / windowSec;
       }
       const cores = readFileSync('/proc/cpuinfo', 'utf8').match(/^processor\s*:/gm)?.length ?? 1;
       const machineBusyCores =
         ((machine.busy - start.machine.busy) / (machine.total - start.machine.total || 1)) * cores;
-      for (const k of Object.keys(byGroup)) byGroup[k] = Math.round(byGroup[k]! * 100) / 100;
+      for (const k of Object.keys(byGroup)) byGroup[k] = Math.round(byGroup[k]! * 1000) / 1000;
       return { windowSec, machineBusyCores: Math.round(machineBusyCores * 100) / 100, cores, byGroup };
     },
   };
@@ -152,4 +178,148 @@ export function cpuTable(runs: Array<{ name: string; cpu: CpuReport | null }>, t
       ['machine total', ...runs.map((r) => r.cpu?.machineBusyCores ?? null)],
     ],
   };
+}
+
+/** A CPU window scoped to one stack: its database's backends and its own processes. */
+export function stackCpuWindow(stack: Stack): { end(): CpuReport | null } {
+  return cpuWindow(new URL(stack.db.url).pathname.slice(1), stack.nats.prefix);
+}
+
+/** Groups that are not part of the system under test, left out of "server side total". */
+const NOT_SERVER = new Set([
+  'other',
+  'postgres (server)',
+  'load generator',
+  'other bench stack',
+  'runner (receivers)',
+]);
+
+/**
+ * CPU milliseconds each process group spent per unit of work (a 2xx order, a delivery): the
+ * figure that decides throughput and latency on a small box (PERF-NOTES.md). `units` is the
+ * number of units completed inside each window.
+ */
+export function cpuPerUnitTable(
+  runs: Array<{ name: string; cpu: CpuReport | null; units: number }>,
+  unit: string,
+  title = `CPU ms per ${unit}, by process group (cores × window s × 1000 / ${unit}s)`,
+): Table {
+  const groups = new Set<string>();
+  for (const r of runs) for (const [g] of cpuRows(r.cpu)) groups.add(g);
+  const per = (r: (typeof runs)[number], cores: number | undefined) =>
+    cores === undefined || !r.cpu || r.units <= 0
+      ? null
+      : round((cores * r.cpu.windowSec * 1000) / r.units, 3);
+  const order = [...groups].sort(
+    (a, b) =>
+      Math.max(...runs.map((r) => r.cpu?.byGroup[b] ?? 0)) -
+      Math.max(...runs.map((r) => r.cpu?.byGroup[a] ?? 0)),
+  );
+  const serverSum = (r: (typeof runs)[number]) =>
+    Object.entries(r.cpu?.byGroup ?? {})
+      .filter(([g]) => !NOT_SERVER.has(g))
+      .reduce((s, [, v]) => s + v, 0);
+  return {
+    title,
+    columns: ['process group', ...runs.map((r) => r.name)],
+    rows: [
+      ...order.map((g) => [g, ...runs.map((r) => per(r, r.cpu?.byGroup[g]))]),
+      [
+        'system under test (all but load generator, receivers, other)',
+        ...runs.map((r) => per(r, serverSum(r))),
+      ],
+      [`${unit}s in the window`, ...runs.map((r) => r.units)],
+    ],
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Processes of a stack: pids, memory, exact CPU time
+
+/** The pid of each part of `stack` (found by its entry file and its JetStream prefix). */
+export function stackPids(stack: Stack): Record<string, number> {
+  const out: Record<string, number> = {};
+  const entries: Array<[RegExp, string]> = ENTRIES.filter(([, label]) => STACK_PARTS.has(label));
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const pid = Number(name);
+    const cmd = cmdline(pid);
+    const hit = entries.find(([re]) => re.test(cmd));
+    if (hit && inStack(pid, stack.nats.prefix)) out[hit[1]] = pid;
+  }
+  return out;
+}
+
+/** The nats-server process listening on the port of `natsUrl` (or the only one running). */
+export function natsServerPid(natsUrl: string): number | null {
+  const port = new URL(natsUrl).port || '4222';
+  const all: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      if (readFileSync(`/proc/${name}/comm`, 'utf8').trim() !== 'nats-server') continue;
+    } catch {
+      continue;
+    }
+    all.push(Number(name));
+    const cmd = cmdline(Number(name));
+    if (new RegExp(`(-p|--port)[ =]${port}\\b`).test(cmd)) return Number(name);
+  }
+  return all.length === 1 ? all[0]! : null;
+}
+
+/** Resident set size of a process in MiB (VmRSS), or null if it is gone. */
+export function rssMiB(pid: number): number | null {
+  try {
+    const m = readFileSync(`/proc/${pid}/status`, 'utf8').match(/^VmRSS:\s+(\d+) kB/m);
+    return m ? Number(m[1]) / 1024 : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The summed RSS (MiB) of the PostgreSQL backends connected to `database`. */
+export function postgresBackendsRssMiB(database: string): number {
+  let sum = 0;
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      if (!readFileSync(`/proc/${name}/comm`, 'utf8').startsWith('postgres')) continue;
+    } catch {
+      continue;
+    }
+    if (cmdline(Number(name)).includes(database)) sum += rssMiB(Number(name)) ?? 0;
+  }
+  return sum;
+}
+
+/**
+ * CPU time of a whole process (every thread) in nanoseconds, from the scheduler's own account
+ * (/proc/PID/task/TID/schedstat): exact where /proc/PID/stat counts 10 ms ticks.
+ */
+export function processCpuNs(pid: number): number | null {
+  try {
+    let sum = 0;
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        sum += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+      } catch {}
+    }
+    return sum;
+  } catch {
+    return null;
+  }
+}
+
+/** Several windows as one: each group's cores averaged over the windows' total length. */
+export function pooledCpu(reports: Array<CpuReport | null>): CpuReport | null {
+  const rs = reports.filter((r): r is CpuReport => r !== null);
+  if (rs.length === 0) return null;
+  const windowSec = rs.reduce((s, r) => s + r.windowSec, 0);
+  const byGroup: Record<string, number> = {};
+  for (const r of rs)
+    for (const [g, cores] of Object.entries(r.byGroup)) byGroup[g] = (byGroup[g] ?? 0) + cores * r.windowSec;
+  for (const g of Object.keys(byGroup)) byGroup[g] = Math.round((byGroup[g]! / windowSec) * 1000) / 1000;
+  const machine = rs.reduce((s, r) => s + r.machineBusyCores * r.windowSec, 0) / windowSec;
+  return { windowSec, machineBusyCores: Math.round(machine * 100) / 100, cores: rs[0]!.cores, byGroup };
 }

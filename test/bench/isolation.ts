@@ -140,6 +140,7 @@ export const isolation: Benchmark = {
   name: 'isolation',
   title: `Isolation: ${HANGING} hanging + ${FAILING} failing endpoints vs 1 healthy`,
   budgetMs: 90_000,
+  expectedSec: 60,
   async run(ctx) {
     const [healthyReceiver] = await startReceivers(1, 'ok', ctx.defer);
     const hanging = await startReceivers(HANGING, 'hang', ctx.defer);
@@ -218,6 +219,16 @@ export const isolation: Benchmark = {
       cpuTable(phases, 'CPU'),
     ];
     return {
+      checks: [
+        {
+          label: 'healthy endpoint throughput lost to bad endpoints (DESIGN.md)',
+          project: round(b.healthyPerSecWhileLoading, 0),
+          baseline: round(baseline, 0),
+          ratio,
+          target: `cost ≤ ${pct(TARGET_COST)}`,
+          pass: cost === null ? null : met,
+        },
+      ],
       tables,
       data: {
         stackLog: stackComplaints(stack),

@@ -15,6 +15,32 @@ export interface BenchContext {
   defer(label: string, fn: () => unknown): void;
   /** A progress line on stderr (stdout carries the tables). */
   log(message: string): void;
+  /** The benchmarks selected in this run (a benchmark may reuse another's numbers). */
+  selected: ReadonlySet<string>;
+  /** Numbers one benchmark leaves for the later ones of the same run (e.g. ingest's maximum). */
+  shared: Map<string, unknown>;
+  /**
+   * Says that the benchmark's setup is done and what follows is a quiet observation window:
+   * a benchmark that may overlap it (Benchmark.overlapsWith) starts now. Calling it is optional.
+   */
+  ready(): void;
+}
+
+/**
+ * One line of the run's summary table: a target of issue 9, the project's figure, the same-run
+ * baseline it is compared with, their ratio, and whether the target holds. `pass: null` means
+ * it could not be decided (a void run): it counts as FAIL.
+ */
+export interface Check {
+  /** What is compared, e.g. "keyed 2xx/s". */
+  label: string;
+  project: string | number | null;
+  baseline: string | number | null;
+  ratio: number | null;
+  target: string;
+  pass: boolean | null;
+  /** Why it failed or was void, shown under the summary. */
+  note?: string;
 }
 
 export interface Table {
@@ -25,6 +51,8 @@ export interface Table {
 }
 
 export interface BenchResult {
+  /** The summary lines of this benchmark (run.ts prints them first, in one table). */
+  checks: Check[];
   tables: Table[];
   /** The numbers behind the tables, written to the JSON report. */
   data: Record<string, unknown>;
@@ -35,6 +63,15 @@ export interface Benchmark {
   title: string;
   /** Hard bound of the whole benchmark, stack start and clean-up included. */
   budgetMs: number;
+  /** Roughly how long it takes, for `--list`. */
+  expectedSec: number;
+  /** The issue 9 target number (1–7); absent for extra benchmarks outside the default run. */
+  target?: number;
+  /**
+   * When this benchmark and the named one are both selected, the named one starts as soon as
+   * this one calls ctx.ready() and both run at the same time (two 5-minute windows in one).
+   */
+  overlapsWith?: string;
   run(ctx: BenchContext): Promise<BenchResult>;
 }
 
@@ -296,13 +333,15 @@ export async function api(stack: Stack, key: string, method: string, path: strin
   return { status: res.status, json, text };
 }
 
-/** A webhook endpoint for order.created; returns its id. */
-export async function createEndpoint(stack: Stack, account: Account, url: string, description: string) {
-  const res = await api(stack, account.secretKey, 'POST', '/v1/webhooks', {
-    url,
-    events: ['order.created'],
-    description,
-  });
+/** A webhook endpoint (for order.created unless told otherwise); returns its id. */
+export async function createEndpoint(
+  stack: Stack,
+  account: Account,
+  url: string,
+  description: string,
+  events: string[] = ['order.created'],
+) {
+  const res = await api(stack, account.secretKey, 'POST', '/v1/webhooks', { url, events, description });
   if (res.status !== 200)
     throw new Error(`creating an endpoint for ${url} answered ${res.status}: ${res.text}`);
   return res.json.id as string;
@@ -464,6 +503,22 @@ export function counterDelta(a: DbCounters | null, b: DbCounters | null): DbCoun
 
 // ---------------------------------------------------------------------------------------------
 // Statistics and output
+
+/** The median of the finite values; null when there are none. */
+export function median(values: Array<number | null | undefined>): number | null {
+  const s = values
+    .filter((v): v is number => typeof v === 'number' && Number.isFinite(v))
+    .sort((a, b) => a - b);
+  if (s.length === 0) return null;
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+/** a / b, or null when either is missing or b is 0. */
+export function ratioOf(a: number | null | undefined, b: number | null | undefined): number | null {
+  if (a === null || a === undefined || b === null || b === undefined || b === 0) return null;
+  return a / b;
+}
 
 /** Nearest-rank percentile of ascending `sorted`; null when empty. */
 export function percentile(sorted: number[], p: number): number | null {

@@ -2,26 +2,27 @@
 // and answers with a summary. In a process of its own, its CPU (about a core at full speed)
 // never stalls the receivers' clocks in the runner, and the runner can kill it.
 //
-// Closed loop: autocannon. Fixed rate: a paced open-loop sender on an undici Pool, because
-// autocannon's overallRate gives each connection a per-second quota that it sends back to back
-// at the start of every second (bursts at many times the nominal rate), while a latency
-// benchmark needs evenly spaced arrivals. Its latencies count from each request's scheduled time,
-// so a stalled server is not hidden (coordinated omission).
+// Closed loop: N workers on an undici Pool of N connections, each sending its next request when
+// the last one is answered. At the end it stops sending and waits for the answers in flight, so
+// the 2xx count is exactly what the server committed (autocannon drops those, which made "orders
+// in the database = 2xx answers" impossible to check). Fixed rate: a paced open-loop sender on
+// the same kind of pool, because autocannon's overallRate gives each connection a per-second
+// quota that it sends back to back at the start of every second (bursts at many times the
+// nominal rate), while a latency benchmark needs evenly spaced arrivals. Its latencies count
+// from each request's scheduled time, so a stalled server is not hidden (coordinated omission).
 import { randomUUID } from 'node:crypto';
-import autocannon from 'autocannon';
 import { Pool } from 'undici';
-import type { LoadSpec, LoadSummary, WorkerMessage } from './load.ts';
+import type { LoadRequest, LoadSpec, LoadSummary, WorkerMessage } from './load.ts';
 
 function send(msg: WorkerMessage): void {
   process.send?.(msg);
 }
 
 let stopRequested = false;
-let stopAutocannon: (() => void) | null = null;
+let started = false;
 process.on('message', (m: unknown) => {
   if (m === 'stop') {
     stopRequested = true;
-    stopAutocannon?.();
   } else if (typeof m === 'object' && m !== null && !started) {
     started = true;
     run(m as LoadSpec).then(
@@ -37,83 +38,171 @@ process.on('message', (m: unknown) => {
     );
   }
 });
-let started = false;
-
-function run(spec: LoadSpec): Promise<LoadSummary> {
-  return spec.overallRate ? paced(spec, spec.overallRate) : closedLoop(spec);
-}
-
-function closedLoop(spec: LoadSpec): Promise<LoadSummary> {
-  const okByTag: Record<string, number> = {};
-  const countOk = (tag: string | undefined) => (status: number) => {
-    if (tag !== undefined && status >= 200 && status < 300) okByTag[tag] = (okByTag[tag] ?? 0) + 1;
-  };
-  const requests = spec.requests?.map((r) => ({
-    method: spec.method,
-    ...(r.body === undefined ? {} : { body: r.body }),
-    ...(r.headers === undefined ? {} : { headers: r.headers }),
-    onResponse: countOk(r.tag),
-  }));
-  const startedAt = Date.now();
-  return new Promise((resolve, reject) => {
-    const instance = autocannon(
-      {
-        url: spec.url,
-        method: spec.method,
-        connections: spec.connections,
-        duration: spec.durationSec,
-        timeout: spec.timeoutSec ?? 10,
-        idReplacement: spec.idReplacement ?? false,
-        ...(spec.body === undefined ? {} : { body: spec.body }),
-        ...(spec.headers === undefined ? {} : { headers: spec.headers }),
-        ...(requests ? { requests } : {}),
-      },
-      (err, res) => {
-        if (err) return reject(err);
-        const durationSec = res.duration;
-        resolve({
-          title: spec.title,
-          generator: 'autocannon (closed loop)',
-          startedAt,
-          endedAt: Date.now(),
-          durationSec,
-          connections: spec.connections,
-          overallRate: null,
-          requests: res.requests.total,
-          ok: res['2xx'],
-          non2xx: res.non2xx,
-          errors: res.errors,
-          timeouts: res.timeouts,
-          okPerSec: res['2xx'] / durationSec,
-          reqPerSec: res.requests.total / durationSec,
-          latencyMs: {
-            p50: res.latency.p50,
-            p90: res.latency.p90,
-            p99: res.latency.p99,
-            max: res.latency.max,
-            mean: res.latency.average,
-          },
-          statusCodes: Object.fromEntries(
-            Object.entries(res.statusCodeStats ?? {}).map(([code, v]) => [
-              code,
-              (v as { count: number }).count,
-            ]),
-          ),
-          okByTag,
-        });
-      },
-    );
-    stopAutocannon = () => instance.stop();
-    send({ kind: 'started', at: startedAt });
-  });
-}
 
 function quantile(sorted: number[], q: number): number {
   if (sorted.length === 0) return 0;
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
 }
 
-async function paced(spec: LoadSpec, rate: number): Promise<LoadSummary> {
+/** Counters shared by both modes. */
+class Tally {
+  latencies: number[] = [];
+  statusCodes: Record<string, number> = {};
+  okByTag: Record<string, number> = {};
+  ok = 0;
+  non2xx = 0;
+  errors = 0;
+  timeouts = 0;
+  unexpected = 0;
+  unexpectedSample: string[] = [];
+  sent = 0;
+}
+
+/** One request through the pool's dispatcher: no stream per answer, just status, headers, body. */
+function dispatch(
+  pool: Pool,
+  opts: { path: string; method: string; headers: Record<string, string>; body?: string },
+  keepBody: boolean,
+): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {
+  return new Promise((resolve, reject) => {
+    let status = 0;
+    let headers: Record<string, unknown> = {};
+    const chunks: Buffer[] = [];
+    pool.dispatch({ ...opts, method: opts.method as 'POST' }, {
+      onRequestStart() {},
+      onResponseStart(_c: unknown, statusCode: number, h: Record<string, unknown>) {
+        status = statusCode;
+        headers = h;
+      },
+      onResponseData(_c: unknown, chunk: Buffer) {
+        if (keepBody) chunks.push(chunk);
+      },
+      onResponseEnd() {
+        resolve({ status, headers, body: keepBody ? Buffer.concat(chunks).toString('utf8') : '' });
+      },
+      onResponseError(_c: unknown, err: Error) {
+        reject(err);
+      },
+    } as unknown as Parameters<Pool['dispatch']>[1]);
+  });
+}
+
+/** Prepared requests: the headers with the id placeholder, found once. */
+interface Prepared {
+  tag: string | undefined;
+  headers: Record<string, string>;
+  /** Header names whose values hold `[<id>]`. */
+  idHeaders: string[];
+  body: string | undefined;
+  bodyHasId: boolean;
+}
+
+function prepare(spec: LoadSpec): Prepared[] {
+  const cycle: LoadRequest[] = spec.requests ?? [{ body: spec.body, headers: spec.headers }];
+  return cycle.map((r) => {
+    const headers = { ...(r.headers ?? spec.headers ?? {}) };
+    const body = r.body ?? spec.body;
+    return {
+      tag: r.tag,
+      headers,
+      idHeaders: spec.idReplacement ? Object.keys(headers).filter((k) => headers[k]!.includes('[<id>]')) : [],
+      body,
+      bodyHasId: !!spec.idReplacement && !!body?.includes('[<id>]'),
+    };
+  });
+}
+
+/** Sends request number `i` of the cycle and records its answer in `t`. */
+async function one(
+  pool: Pool,
+  spec: LoadSpec,
+  cycle: Prepared[],
+  path: string,
+  i: number,
+  from: number,
+  t: Tally,
+): Promise<void> {
+  const r = cycle[i % cycle.length]!;
+  let headers = r.headers;
+  let body = r.body;
+  if (r.idHeaders.length > 0 || r.bodyHasId) {
+    const id = randomUUID();
+    headers = { ...headers };
+    for (const k of r.idHeaders) headers[k] = headers[k]!.replaceAll('[<id>]', id);
+    if (r.bodyHasId) body = body!.replaceAll('[<id>]', id);
+  }
+  const ex = spec.expect;
+  try {
+    const res = await dispatch(
+      pool,
+      { path, method: spec.method, headers, ...(body === undefined ? {} : { body }) },
+      ex !== undefined,
+    );
+    t.latencies.push(performance.now() - from);
+    t.statusCodes[res.status] = (t.statusCodes[res.status] ?? 0) + 1;
+    if (res.status >= 200 && res.status < 300) {
+      t.ok++;
+      if (r.tag !== undefined) t.okByTag[r.tag] = (t.okByTag[r.tag] ?? 0) + 1;
+    } else t.non2xx++;
+    if (ex) {
+      const got = ex.header ? res.headers[ex.header[0].toLowerCase()] : undefined;
+      const bad =
+        (ex.status !== undefined && res.status !== ex.status) || (ex.header && got !== ex.header[1]);
+      if (bad) {
+        t.unexpected++;
+        if (t.unexpectedSample.length < 3)
+          t.unexpectedSample.push(
+            `${res.status}${ex.header ? ` ${ex.header[0]}: ${String(got)}` : ''} ${res.body.slice(0, 200)}`,
+          );
+      }
+    }
+  } catch (err) {
+    const code = (err as { code?: string }).code ?? '';
+    if (code.includes('TIMEOUT')) t.timeouts++;
+    else t.errors++;
+  }
+}
+
+function summary(
+  spec: LoadSpec,
+  t: Tally,
+  generator: string,
+  startedAt: number,
+  durationSec: number,
+): LoadSummary {
+  const latencies = t.latencies.sort((a, b) => a - b);
+  const r1 = (v: number) => Math.round(v * 10) / 10;
+  return {
+    title: spec.title,
+    generator,
+    startedAt,
+    endedAt: Date.now(),
+    durationSec,
+    connections: spec.connections,
+    overallRate: spec.overallRate ?? null,
+    requests: t.sent,
+    ok: t.ok,
+    non2xx: t.non2xx,
+    errors: t.errors,
+    timeouts: t.timeouts,
+    okPerSec: t.ok / durationSec,
+    reqPerSec: t.sent / durationSec,
+    latencyMs: {
+      p50: r1(quantile(latencies, 0.5)),
+      p90: r1(quantile(latencies, 0.9)),
+      p99: r1(quantile(latencies, 0.99)),
+      max: r1(latencies.at(-1) ?? 0),
+      mean: r1(latencies.reduce((a, b) => a + b, 0) / (latencies.length || 1)),
+    },
+    statusCodes: t.statusCodes,
+    okByTag: t.okByTag,
+    unexpected: t.unexpected,
+    unexpectedSample: t.unexpectedSample,
+    generatorCpuMs: Math.round((process.cpuUsage().user + process.cpuUsage().system) / 1000),
+  };
+}
+
+function poolFor(spec: LoadSpec): { pool: Pool; path: string } {
   const url = new URL(spec.url);
   const pool = new Pool(url.origin, {
     connections: spec.connections,
@@ -122,16 +211,40 @@ async function paced(spec: LoadSpec, rate: number): Promise<LoadSummary> {
     headersTimeout: (spec.timeoutSec ?? 10) * 1000,
     bodyTimeout: (spec.timeoutSec ?? 10) * 1000,
   });
-  const cycle = spec.requests ?? [{ body: spec.body, headers: spec.headers }];
+  return { pool, path: url.pathname + url.search };
+}
+
+function run(spec: LoadSpec): Promise<LoadSummary> {
+  return spec.overallRate ? paced(spec, spec.overallRate) : closedLoop(spec);
+}
+
+async function closedLoop(spec: LoadSpec): Promise<LoadSummary> {
+  const { pool, path } = poolFor(spec);
+  const cycle = prepare(spec);
+  const amount = spec.amount ?? Number.POSITIVE_INFINITY;
+  const t = new Tally();
+  const startedAt = Date.now();
+  const t0 = performance.now();
+  const deadline = t0 + spec.durationSec * 1000;
+  send({ kind: 'started', at: startedAt });
+  const worker = async () => {
+    while (!stopRequested && t.sent < amount && performance.now() < deadline) {
+      const i = t.sent++;
+      await one(pool, spec, cycle, path, i, performance.now(), t);
+    }
+  };
+  await Promise.all(Array.from({ length: spec.connections }, worker));
+  const durationSec = (performance.now() - t0) / 1000;
+  await pool.close();
+  return summary(spec, t, 'closed loop (undici)', startedAt, durationSec);
+}
+
+async function paced(spec: LoadSpec, rate: number): Promise<LoadSummary> {
+  const { pool, path } = poolFor(spec);
+  const cycle = prepare(spec);
   const total = Math.round(rate * spec.durationSec);
   const interval = 1000 / rate;
-  const latencies: number[] = [];
-  const statusCodes: Record<string, number> = {};
-  const okByTag: Record<string, number> = {};
-  let ok = 0;
-  let non2xx = 0;
-  let errors = 0;
-  let sent = 0;
+  const t = new Tally();
   let finished = 0;
   const startedAt = Date.now();
   const t0 = performance.now();
@@ -140,76 +253,21 @@ async function paced(spec: LoadSpec, rate: number): Promise<LoadSummary> {
   await new Promise<void>((resolve) => {
     const settle = () => {
       finished++;
-      if (finished === sent && (sent === total || stopRequested)) resolve();
-    };
-    const fire = (i: number, scheduled: number) => {
-      const r = cycle[i % cycle.length]!;
-      const id = spec.idReplacement ? randomUUID() : '';
-      const fill = (s: string) => (spec.idReplacement ? s.replaceAll('[<id>]', id) : s);
-      const headers = Object.fromEntries(
-        Object.entries(r.headers ?? spec.headers ?? {}).map(([k, v]) => [k, fill(v)]),
-      );
-      const body = r.body ?? spec.body;
-      pool
-        .request({
-          path: url.pathname + url.search,
-          method: spec.method,
-          headers,
-          ...(body === undefined ? {} : { body: fill(body) }),
-        })
-        .then(async (res) => {
-          await res.body.dump();
-          latencies.push(performance.now() - scheduled);
-          statusCodes[res.statusCode] = (statusCodes[res.statusCode] ?? 0) + 1;
-          if (res.statusCode >= 200 && res.statusCode < 300) {
-            ok++;
-            if (r.tag !== undefined) okByTag[r.tag] = (okByTag[r.tag] ?? 0) + 1;
-          } else non2xx++;
-        })
-        .catch(() => {
-          errors++;
-        })
-        .finally(settle);
+      if (finished === t.sent && (t.sent === total || stopRequested)) resolve();
     };
     const tick = () => {
-      const t = performance.now();
-      while (sent < total && !stopRequested && t0 + sent * interval <= t) {
-        fire(sent, t0 + sent * interval);
-        sent++;
+      const now = performance.now();
+      while (t.sent < total && !stopRequested && t0 + t.sent * interval <= now) {
+        const i = t.sent++;
+        one(pool, spec, cycle, path, i, t0 + i * interval, t).finally(settle);
       }
-      if (sent < total && !stopRequested)
-        setTimeout(tick, Math.max(0, t0 + sent * interval - performance.now()));
-      else if (finished === sent) resolve();
+      if (t.sent < total && !stopRequested)
+        setTimeout(tick, Math.max(0, t0 + t.sent * interval - performance.now()));
+      else if (finished === t.sent) resolve();
     };
     tick();
   });
   const durationSec = (performance.now() - t0) / 1000;
   await pool.close();
-  latencies.sort((a, b) => a - b);
-  const r1 = (v: number) => Math.round(v * 10) / 10;
-  return {
-    title: spec.title,
-    generator: 'paced open loop (undici)',
-    startedAt,
-    endedAt: Date.now(),
-    durationSec,
-    connections: spec.connections,
-    overallRate: rate,
-    requests: sent,
-    ok,
-    non2xx,
-    errors,
-    timeouts: 0,
-    okPerSec: ok / durationSec,
-    reqPerSec: sent / durationSec,
-    latencyMs: {
-      p50: r1(quantile(latencies, 0.5)),
-      p90: r1(quantile(latencies, 0.9)),
-      p99: r1(quantile(latencies, 0.99)),
-      max: r1(latencies.at(-1) ?? 0),
-      mean: r1(latencies.reduce((a, b) => a + b, 0) / (latencies.length || 1)),
-    },
-    statusCodes,
-    okByTag,
-  };
+  return summary(spec, t, 'paced open loop (undici)', startedAt, durationSec);
 }

@@ -1,7 +1,9 @@
-// HTTP load, bounded, in a child process (load-worker.ts): closed loop with autocannon (as fast
-// as the server answers on N connections) or paced at a fixed rate (`overallRate`). The child is stopped at
-// its duration by autocannon, asked to stop when the benchmark is aborted, and killed if it is
-// still there a few seconds after its bound, so no load outlives its time.
+// HTTP load, bounded, in a child process (load-worker.ts): closed loop (as fast as the server
+// answers on N connections) or paced at a fixed rate (`overallRate`). Both stop sending at their
+// duration (or after `amount` requests) and then wait for the answers still in flight, so every
+// request sent is counted: the 2xx count equals what the server committed. The child is asked to
+// stop when the benchmark is aborted, and killed if it is still there a few seconds after its
+// bound, so no load outlives its time.
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
@@ -19,8 +21,8 @@ export interface LoadSpec {
   connections: number;
   durationSec: number;
   /**
-   * Requests per second, evenly spaced (paced open loop, load-worker.ts); closed loop (autocannon,
-   * as fast as answers come back on `connections`) when absent.
+   * Requests per second, evenly spaced (paced open loop, load-worker.ts); closed loop (as fast
+   * as answers come back on `connections`) when absent.
    */
   overallRate?: number;
   body?: string;
@@ -30,6 +32,10 @@ export interface LoadSpec {
   /** Replace `[<id>]` in each request (headers and body) with a unique id. */
   idReplacement?: boolean;
   timeoutSec?: number;
+  /** Closed loop only: stop after this many requests (or at durationSec, whichever comes first). */
+  amount?: number;
+  /** Answers that differ are counted as `unexpected` (e.g. replays must carry a header). */
+  expect?: { status?: number; header?: [name: string, value: string] };
 }
 
 export interface LoadSummary {
@@ -50,6 +56,11 @@ export interface LoadSummary {
   latencyMs: { p50: number; p90: number; p99: number; max: number; mean: number };
   statusCodes: Record<string, number>;
   okByTag: Record<string, number>;
+  /** Answers that did not match `expect`, and a few of them described. */
+  unexpected: number;
+  unexpectedSample: string[];
+  /** CPU the generator's process used in all (it is one per load), milliseconds. */
+  generatorCpuMs: number;
 }
 
 export type WorkerMessage =

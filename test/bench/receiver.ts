@@ -11,6 +11,8 @@ export type ReceiverMode = 'ok' | 'fail' | 'hang';
 export interface Arrival {
   /** Epoch milliseconds, fractional, when the whole request had arrived. */
   at: number;
+  /** When its head had arrived (the server's request event): the receiver's "first byte". */
+  firstByteAt: number;
   body: string;
 }
 
@@ -56,13 +58,15 @@ export async function startBenchReceiver(mode: ReceiverMode, path = '/hooks'): P
     },
   };
   const server = http.createServer({ keepAliveTimeout: 60_000 }, (req, res) => {
+    const firstByteAt = now();
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const at = now();
       receiver.count++;
       if (mode === 'hang') return; // the sender's time-out ends it
-      if (mode === 'ok') receiver.arrivals.push({ at, body: Buffer.concat(chunks).toString('utf8') });
+      if (mode === 'ok')
+        receiver.arrivals.push({ at, firstByteAt, body: Buffer.concat(chunks).toString('utf8') });
       const status = mode === 'ok' ? 200 : 500;
       res.writeHead(status, { 'content-type': 'text/plain', 'content-length': 2 });
       res.end(mode === 'ok' ? 'ok' : 'no');
@@ -94,6 +98,7 @@ export interface Delivered {
   marker: string;
   createdAt: number;
   at: number;
+  firstByteAt: number;
 }
 
 /**
@@ -132,6 +137,7 @@ export class EventLog {
           marker,
           createdAt: Date.parse(env.data.created_at),
           at: a.at,
+          firstByteAt: a.firstByteAt,
         });
         this.countByMarker.set(marker, (this.countByMarker.get(marker) ?? 0) + 1);
       } catch {
