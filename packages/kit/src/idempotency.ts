@@ -33,7 +33,7 @@ import {
 import { CALLER_HEADERS, type Caller, type IdempotencyClaim } from './caller.ts';
 import { bytea, type Db, type Tx } from './db.ts';
 import type { Logger } from './log.ts';
-import { type NewEvent, type OutboxTable, outboxEntry } from './outbox.ts';
+import { eventWritten, type NewEvent, type OutboxTable, outboxEntry, transaction } from './outbox.ts';
 
 /** An event a statement wrote to the outbox: what the relay publishes (subject from `type`, Nats-Msg-Id = `id`). */
 export interface WrittenEvent {
@@ -267,7 +267,7 @@ export function writeKeyed<T extends Message>(
     ctx,
     caller,
     () =>
-      db.transaction(async (tx) => {
+      transaction(db, async (tx) => {
         const answer = await fn(tx);
         await keys.record(tx, caller, answerBytes(ctx, answer));
         return answer;
@@ -356,6 +356,7 @@ export async function insertOnce<V extends Record<string, unknown>>(
   if (!opts.key || !k) {
     await db.execute(sql`with o as (insert into ${table} (${cols}) values (${vals}) returning 1)${eventCte(sql`o`)}
                          select 1`);
+    if (entry) eventWritten(db, entry.row);
     return { event: published };
   }
   const { caller, keys } = opts.key;
@@ -381,7 +382,10 @@ export async function insertOnce<V extends Record<string, unknown>>(
         on p.account_id = ${caller.accountId} and p.livemode = ${caller.livemode} and p.key_hash = ${k.hash}
        and p.created_at >= ${expiredBefore}`);
   const row = rows[0];
-  if (row?.inserted) return { event: published };
+  if (row?.inserted) {
+    if (entry) eventWritten(db, entry.row);
+    return { event: published };
+  }
   throw new KeyTaken(
     row?.fingerprint && row.response ? { fingerprint: row.fingerprint, response: row.response } : undefined,
   );

@@ -114,7 +114,8 @@ export async function emit(tx: Tx, caller: Caller, e: Emitted): Promise<void> {
 
 /**
  * Runs a write in one transaction, once per idempotency key (kit/idempotency writeKeyed: the
- * key and the answer commit with the write), then wakes the relay so its events leave at once.
+ * key and the answer commit with the write); once it committed, the relay publishes its events
+ * from memory (kit/outbox publishAfter).
  */
 export async function write<T extends Message>(
   deps: Deps,
@@ -122,15 +123,13 @@ export async function write<T extends Message>(
   caller: Caller,
   fn: (tx: Tx) => Promise<T>,
 ): Promise<T> {
-  const answer = await writeKeyed(deps.db, deps.keys, ctx, caller, fn);
-  deps.relay.wake();
-  return answer;
+  return deps.relay.publishAfter(() => writeKeyed(deps.db, deps.keys, ctx, caller, fn));
 }
 
 /**
  * A one-statement create (insertOnce): `run` gets the sidecar that makes the same statement
  * store the caller's key with the answer `toProto(row)`, and the event `event(row)`. Answers a
- * reused key with the stored answer.
+ * reused key with the stored answer. The relay publishes the event from memory once written.
  */
 export async function createOnce<R, T extends Message>(
   deps: Deps,
@@ -140,24 +139,24 @@ export async function createOnce<R, T extends Message>(
   event: (row: R) => NewEvent,
   run: (sidecar: CreateSidecar<R>) => Promise<R>,
 ): Promise<T> {
-  const answer = await answerOnce(
-    deps.keys,
-    ctx,
-    caller,
-    async () => {
-      let proto: T | undefined;
-      const protoOf = (row: R) => {
-        proto ??= toProto(row);
-        return proto;
-      };
-      const row = await run({
-        event,
-        key: caller.idempotency && { keys: deps.keys, answer: (r) => answerBytes(ctx, protoOf(r)) },
-      });
-      return protoOf(row);
-    },
-    { lookupFirst: false },
+  return deps.relay.publishAfter(() =>
+    answerOnce(
+      deps.keys,
+      ctx,
+      caller,
+      async () => {
+        let proto: T | undefined;
+        const protoOf = (row: R) => {
+          proto ??= toProto(row);
+          return proto;
+        };
+        const row = await run({
+          event,
+          key: caller.idempotency && { keys: deps.keys, answer: (r) => answerBytes(ctx, protoOf(r)) },
+        });
+        return protoOf(row);
+      },
+      { lookupFirst: false },
+    ),
   );
-  deps.relay.wake();
-  return answer;
 }

@@ -86,7 +86,8 @@ export async function emit(tx: Tx, caller: Caller, e: Emitted): Promise<void> {
 
 /**
  * Runs a write in one transaction, once per idempotency key (kit/idempotency writeKeyed: the
- * key and the answer commit with the write), then wakes the relay so its events leave at once.
+ * key and the answer commit with the write); once it committed, the relay publishes its events
+ * from memory (kit/outbox publishAfter).
  */
 export async function write<T extends ProtoMessage>(
   deps: Deps,
@@ -94,7 +95,5 @@ export async function write<T extends ProtoMessage>(
   caller: Caller,
   fn: (tx: Tx) => Promise<T>,
 ): Promise<T> {
-  const answer = await writeKeyed(deps.db, deps.keys, ctx, caller, fn);
-  deps.relay.wake();
-  return answer;
+  return deps.relay.publishAfter(() => writeKeyed(deps.db, deps.keys, ctx, caller, fn));
 }
