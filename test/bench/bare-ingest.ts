@@ -22,27 +22,22 @@ const POOL = Number(process.env.POOL ?? 32);
 const pool = new pg.Pool({ connectionString: url, max: POOL });
 pool.on('error', () => {});
 
-// The same columns and indexes as gateway.idempotency_keys, commerce.orders and commerce.outbox,
-// so each write costs what it costs there.
+// The same columns and indexes as <service>.idempotency_keys (kit/idempotency), commerce.orders
+// and commerce.outbox (kit/outbox), so each write costs what it costs there.
 await pool.query(`
   create schema if not exists bench_bare;
   create table if not exists bench_bare.idempotency_keys (
     account_id text not null, livemode boolean not null, key_hash text not null,
-    fingerprint text not null, state text not null, locked_until timestamptz not null,
-    status integer, body bytea, created_at timestamptz not null,
+    fingerprint text not null, response bytea not null, created_at timestamptz not null,
     primary key (account_id, livemode, key_hash));
   create index if not exists bare_idem_created on bench_bare.idempotency_keys (created_at);
   create table if not exists bench_bare.orders (
     id text primary key, account_id text not null, livemode boolean not null, status text not null,
     customer_name text not null, customer_phone text not null, currency text not null,
-    total bigint not null, items jsonb not null, idempotency_key text,
+    total bigint not null, items jsonb not null,
     created_at timestamptz not null, updated_at timestamptz not null);
   create index if not exists bare_orders_account on bench_bare.orders (account_id, livemode, id);
   create index if not exists bare_orders_status on bench_bare.orders (account_id, livemode, status, id);
-  create unique index if not exists bare_orders_idem on bench_bare.orders (account_id, livemode, idempotency_key)
-    where idempotency_key is not null;
-  create index if not exists bare_orders_key_expiry on bench_bare.orders (created_at)
-    where idempotency_key is not null;
   create table if not exists bench_bare.outbox (
     seq bigserial primary key, event_id text not null unique, type text not null,
     payload bytea not null, created_at timestamptz not null default now());
@@ -52,31 +47,30 @@ await pool.query(`
 await Promise.all(Array.from({ length: POOL }, () => pool.query('select 1')));
 
 const ORDER_COLUMNS = `id, account_id, livemode, status, customer_name, customer_phone, currency, total, items,
-  idempotency_key, created_at, updated_at`;
+  created_at, updated_at`;
 
-// With a key: claim it (state done, answer stored), and only if it was new insert order + event.
+// With a key: store it with its answer, and only if it was new insert order + event.
 const WITH_KEY = `
   with k as (
-    insert into bench_bare.idempotency_keys
-      (account_id, livemode, key_hash, fingerprint, state, locked_until, status, body, created_at)
-    values ($1, false, $2, $3, 'done', $4, 200, $5, $4)
+    insert into bench_bare.idempotency_keys (account_id, livemode, key_hash, fingerprint, response, created_at)
+    values ($1, false, $2, $3, $5, $4)
     on conflict do nothing
     returning 1),
   o as (
     insert into bench_bare.orders (${ORDER_COLUMNS})
-    select $6, $1, false, 'pending', $7, $8, $9, $10, $11::jsonb, $12, $4, $4
+    select $6, $1, false, 'pending', $7, $8, $9, $10, $11::jsonb, $4, $4
      where exists (select 1 from k)
     returning id),
   e as (
     insert into bench_bare.outbox (event_id, type, payload)
-    select $13, 'order.created', $14 from o
+    select $12, 'order.created', $13 from o
     returning seq)
   select (select count(*) from e)::int as created`;
 
 const WITHOUT_KEY = `
   with o as (
     insert into bench_bare.orders (${ORDER_COLUMNS})
-    values ($5, $1, false, 'pending', $6, $7, $8, $9, $10::jsonb, null, $2, $2)
+    values ($5, $1, false, 'pending', $6, $7, $8, $9, $10::jsonb, $2, $2)
     returning id),
   e as (
     insert into bench_bare.outbox (event_id, type, payload)
@@ -149,7 +143,6 @@ async function handle(req: http.IncomingMessage, res: http.ServerResponse, raw: 
           Buffer.from(answer),
           order.id,
           ...common,
-          key,
           eventId,
           payload,
         ])

@@ -278,7 +278,7 @@ async function postgresVersion(): Promise<string | null> {
   try {
     const [row] = await queryDb<{ v: string }>(
       process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
-      'show server_version',
+      `select current_setting('server_version') as v`,
     );
     return row?.v ?? null;
   } catch {
