@@ -48,8 +48,18 @@ class Answer extends Error {
   }
 }
 
+// Request ids come from a buffer of random bytes refilled 512 ids at a time: one getrandom call
+// per request showed up in the gateway's profile (2.8 % of its CPU).
+let entropy = Buffer.alloc(0);
+let entropyAt = 0;
 function newRequestId(): string {
-  return `req_${randomBytes(12).toString('base64url')}`;
+  if (entropyAt + 12 > entropy.length) {
+    entropy = randomBytes(12 * 512);
+    entropyAt = 0;
+  }
+  const id = entropy.toString('base64url', entropyAt, entropyAt + 12);
+  entropyAt += 12;
+  return `req_${id}`;
 }
 
 function sendBytes(

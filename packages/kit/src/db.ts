@@ -16,6 +16,21 @@ export type Db = NodePgDatabase<Record<string, unknown>>;
 /** Anything that can run a query: the pool-backed db or a transaction. */
 export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0] | Db;
 
+/** What runs a raw, named (prepared) statement for `tx`: its pg client, and its query log. */
+export interface RawSession {
+  client: pg.Pool | pg.PoolClient;
+  logger: { logQuery(query: string, params: unknown[]): void };
+}
+
+/**
+ * The pg client under a drizzle db or transaction, for hot statements sent as named prepared
+ * statements (parsed and planned once per connection instead of on every call). Goes through
+ * drizzle's session, so statements still reach its logger.
+ */
+export function rawSession(tx: Tx): RawSession {
+  return (tx as unknown as { session: RawSession }).session;
+}
+
 export interface Database {
   pool: pg.Pool;
   db: Db;
