@@ -161,6 +161,126 @@ async function fixtures(key: string): Promise<Record<string, string>> {
   return ids;
 }
 
+describe('Idempotency-Key on every POST route', () => {
+  /**
+   * For each POST route, how to make a valid first request (with whatever it needs created
+   * first). A POST route missing here fails the test: every write must be proven keyed.
+   */
+  let phone = 4915100000000;
+  const setups: Record<
+    string,
+    (post: (path: string, body: unknown) => Promise<any>) => Promise<[string, unknown]>
+  > = {
+    '/v1/products': async () => ['/v1/products', { name: 'Tea', price: 450, currency: 'EUR' }],
+    '/v1/products/{id}': async (post) => {
+      const p = await post('/v1/products', { name: 'Tea', price: 450, currency: 'EUR' });
+      return [`/v1/products/${p.id}`, { name: 'Green tea' }];
+    },
+    '/v1/orders': async () => ['/v1/orders', orderBody()],
+    '/v1/orders/{id}/cancel': async (post) => [
+      `/v1/orders/${(await post('/v1/orders', orderBody())).id}/cancel`,
+      {},
+    ],
+    '/v1/orders/{id}/fulfill': async (post) => [`/v1/orders/${(await paidOrder(post)).id}/fulfill`, {}],
+    '/v1/orders/{id}/refund': async (post) => [`/v1/orders/${(await paidOrder(post)).id}/refund`, {}],
+    '/v1/payments': async (post) => ['/v1/payments', { order: (await post('/v1/orders', orderBody())).id }],
+    '/v1/test_helpers/payments/{id}/complete': async (post) => [
+      `/v1/test_helpers/payments/${(await payment(post)).id}/complete`,
+      {},
+    ],
+    '/v1/test_helpers/payments/{id}/fail': async (post) => [
+      `/v1/test_helpers/payments/${(await payment(post)).id}/fail`,
+      {},
+    ],
+    '/v1/conversations': async () => [
+      '/v1/conversations',
+      { customer: { name: 'Ada', phone: `+${++phone}` } },
+    ],
+    '/v1/conversations/{id}/close': async (post) => [
+      `/v1/conversations/${(await conversation(post)).id}/close`,
+      {},
+    ],
+    '/v1/conversations/{conversation}/messages': async (post) => [
+      `/v1/conversations/${(await conversation(post)).id}/messages`,
+      { text: 'Your order is ready' },
+    ],
+    '/v1/test_helpers/conversations/{conversation}/inbound_messages': async (post) => [
+      `/v1/test_helpers/conversations/${(await conversation(post)).id}/inbound_messages`,
+      { text: 'Thanks' },
+    ],
+    '/v1/webhooks': async () => ['/v1/webhooks', { url: 'https://93.184.215.14/keyed', events: ['*'] }],
+    '/v1/webhooks/{id}': async (post) => [
+      `/v1/webhooks/${(await endpoint(post)).id}`,
+      { description: 'erp' },
+    ],
+    '/v1/webhooks/{id}/enable': async (post) => [`/v1/webhooks/${(await endpoint(post)).id}/enable`, {}],
+    '/v1/webhooks/{id}/rotate_secret': async (post) => [
+      `/v1/webhooks/${(await endpoint(post)).id}/rotate_secret`,
+      {},
+    ],
+    '/v1/webhooks/{id}/test': async (post) => [`/v1/webhooks/${(await endpoint(post)).id}/test`, {}],
+    '/v1/webhooks/{id}/deliveries/{delivery}/retry': async (post) => {
+      const ep = await endpoint(post);
+      const d = await post(`/v1/webhooks/${ep.id}/test`, {});
+      return [`/v1/webhooks/${ep.id}/deliveries/${d.id}/retry`, {}];
+    },
+  };
+  const orderBody = () => ({
+    customer: { name: 'Ada', phone: '+4915112345678' },
+    currency: 'EUR',
+    items: [{ name: 'Tea', unit_amount: 450, quantity: 1 }],
+  });
+  type Post = (path: string, body: unknown) => Promise<any>;
+  const payment = async (post: Post) =>
+    post('/v1/payments', { order: (await post('/v1/orders', orderBody())).id });
+  const paidOrder = async (post: Post) => {
+    const pay = await payment(post);
+    await post(`/v1/test_helpers/payments/${pay.id}/complete`, {});
+    return { id: pay.order };
+  };
+  const conversation = (post: Post) =>
+    post('/v1/conversations', { customer: { name: 'Ada', phone: `+${++phone}` } });
+  const endpoint = (post: Post) =>
+    post('/v1/webhooks', { url: 'https://93.184.215.14/keyed', events: ['*'] });
+
+  it('replays the first answer byte for byte, and refuses the key for another body', async () => {
+    const post: Post = async (path, body) => {
+      const res = await call(a.secret_key, 'POST', path, JSON.stringify(body));
+      expect(res.status, `${path}: ${res.text}`).toBe(200);
+      return res.json;
+    };
+    const keyed = async (path: string, body: unknown, key: string) => {
+      const res = await fetch(`${stack.baseUrl}${path}`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${a.secret_key}`,
+          'content-type': 'application/json',
+          'idempotency-key': key,
+        },
+        body: JSON.stringify(body),
+        dispatcher: agent,
+      });
+      return { status: res.status, replayed: res.headers.get('idempotent-replayed'), text: await res.text() };
+    };
+    const posts = routes.filter((r) => r.method === 'POST');
+    expect(posts.length).toBeGreaterThanOrEqual(15);
+    for (const r of posts) {
+      const setup = setups[r.path];
+      expect(setup, `no idempotency scenario for POST ${r.path}: add one`).toBeDefined();
+      const [path, body] = await setup!(post);
+      const key = `conformance-${r.path}-${Date.now()}`;
+      const first = await keyed(path, body, key);
+      expect(first.status, `POST ${path}: ${first.text}`).toBe(200);
+      expect(first.replayed).toBeNull();
+      const again = await keyed(path, body, key);
+      expect(again, `POST ${path} replayed`).toEqual({ status: 200, replayed: 'true', text: first.text });
+      const other = await keyed(path, { ...(body as object), description: 'another request' }, key);
+      expect([400, 422], `POST ${path} with another body: ${other.text}`).toContain(other.status);
+      if (other.status === 422) expect(JSON.parse(other.text).error.code).toBe('idempotency_key_reused');
+    }
+  });
+});
+
 describe('fuzzing every route', () => {
   const json = fc.jsonValue({ maxDepth: 3 });
   const strings = fc.oneof(

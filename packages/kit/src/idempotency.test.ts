@@ -291,6 +291,35 @@ describe('writeKeyed', () => {
     expect(await count('things')).toBe(before + 1);
   });
 
+  it('runs again when PostgreSQL picks it as a deadlock victim', async () => {
+    const caller = keyed();
+    await database.pool.query(
+      `insert into idem_test.things values ('lock_a', 'x', 'a', now()), ('lock_b', 'x', 'b', now())
+       on conflict do nothing`,
+    );
+    const other = await database.pool.connect();
+    let runs = 0;
+    try {
+      await other.query('begin');
+      await other.query(`select 1 from idem_test.things where id = 'lock_b' for update`);
+      const write = writeKeyed(database.db, keys, handlerContext(), caller, async (tx) => {
+        runs++;
+        await tx.execute(sql`select 1 from idem_test.things where id = 'lock_a' for update`);
+        // Waits for lock_b first, so its deadlock check fires first: this transaction is the victim.
+        await tx.execute(sql`select 1 from idem_test.things where id = 'lock_b' for update`);
+        return create(commerce.OrderSchema, { id: 'ord_after_deadlock' });
+      });
+      await new Promise((r) => setTimeout(r, 200));
+      const blocked = other.query(`select 1 from idem_test.things where id = 'lock_a' for update`);
+      await blocked;
+      await other.query('commit');
+      expect((await write).id).toBe('ord_after_deadlock');
+      expect(runs).toBe(2);
+    } finally {
+      other.release();
+    }
+  });
+
   it('leaves no key behind when the write fails', async () => {
     const caller = keyed();
     await expect(

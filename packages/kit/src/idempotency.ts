@@ -248,9 +248,20 @@ export function answerBytes(ctx: HandlerContext, message: Message): Uint8Array {
   return toBinary(ctx.method.output, message);
 }
 
+/** PostgreSQL chose this transaction as a deadlock victim, or could not serialize it. */
+function isRetryable(err: unknown): boolean {
+  for (let e = err as { code?: string; cause?: unknown } | undefined; e; e = e.cause as typeof e) {
+    if (e.code === '40P01' || e.code === '40001') return true;
+  }
+  return false;
+}
+
 /**
  * A write in one transaction, once per idempotency key: `fn`'s effects, its answer and the key
- * commit together. The helper every non-create write handler goes through.
+ * commit together. The helper every non-create write handler goes through. A transaction that
+ * PostgreSQL picks as a deadlock victim (two writers locking the same rows in opposite orders,
+ * e.g. a manual retry and the delivery engine recording an attempt) rolled back whole and runs
+ * again, up to three times, instead of answering 500.
  */
 export function writeKeyed<T extends Message>(
   db: Db,
@@ -259,27 +270,27 @@ export function writeKeyed<T extends Message>(
   caller: Caller,
   fn: (tx: Tx) => Promise<T>,
 ): Promise<T> {
+  const once = () =>
+    transaction(db, async (tx) => {
+      const answer = await fn(tx);
+      await keys.record(tx, caller, answerBytes(ctx, answer));
+      return answer;
+    });
   return answerOnce(
     keys,
     ctx,
     caller,
-    () =>
-      transaction(db, async (tx) => {
-        const answer = await fn(tx);
-        await keys.record(tx, caller, answerBytes(ctx, answer));
-        return answer;
-      }),
+    async () => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await once();
+        } catch (err) {
+          if (attempt >= 3 || !isRetryable(err)) throw err;
+        }
+      }
+    },
     { lookupFirst: true },
   );
-}
-
-/**
- * What a one-statement create writes besides its row, built by the handler from the new row
- * (the domain never sees proto): its event, and, for a keyed caller, the answer to keep.
- */
-export interface CreateSidecar<V> {
-  event?: (row: V) => NewEvent;
-  key?: { keys: KeyStore; answer: (row: V) => Uint8Array };
 }
 
 interface InsertPlan {
