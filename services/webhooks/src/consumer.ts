@@ -1,12 +1,13 @@
-// The durable JetStream consumer: each event is recorded with its deliveries, then acked. A
-// failure naks the message so JetStream redelivers it later; nothing is acked before commit.
+// The durable JetStream consumer: the messages ready at a moment are recorded together (their
+// events and deliveries in one statement, domain/fanout.ts), then acked. A failure naks them so
+// JetStream redelivers them later; nothing is acked before commit.
 import { fromBinary } from '@bufbuild/protobuf';
 import type { Db } from '@mcs/kit/db';
 import type { Logger } from '@mcs/kit/log';
 import type { StreamNames } from '@mcs/kit/nats';
 import { events } from '@mcs/proto';
 import { AckPolicy, DeliverPolicy, type JsMsg, type NatsConnection } from 'nats';
-import { type QueuedDelivery, recordEvent } from './domain/fanout.ts';
+import { type IncomingEvent, type QueuedDelivery, recordEvents } from './domain/fanout.ts';
 
 export interface ConsumerOptions {
   nc: NatsConnection;
@@ -15,7 +16,9 @@ export interface ConsumerOptions {
   log: Logger;
   leaseMs: number;
   onQueued: (items: QueuedDelivery[]) => void;
-  /** Messages handled at once. */
+  /** Messages recorded by one statement at most. */
+  batch?: number;
+  /** Batch statements in flight at once. */
   parallel?: number;
 }
 
@@ -36,27 +39,52 @@ export async function startConsumer(opts: ConsumerOptions): Promise<{ stop(): Pr
     });
   }
   const consumer = await nc.jetstream().consumers.get(names.stream, durable);
-  const parallel = opts.parallel ?? 32;
+  const batchMax = opts.batch ?? 256;
+  const parallel = opts.parallel ?? 4;
   const inflight = new Set<Promise<void>>();
+  /** Messages received and not yet in a batch. */
+  let ready: JsMsg[] = [];
+  let scheduled = false;
   let stopped = false;
   let stopLoop = () => {};
 
-  async function handle(m: JsMsg): Promise<void> {
-    let event: events.Event;
-    try {
-      event = fromBinary(events.EventSchema, m.data);
-    } catch (err) {
-      log.error({ err, seq: m.seq }, 'undecodable event, terminating it');
-      m.term();
-      return;
+  async function handle(batch: JsMsg[]): Promise<void> {
+    const incoming: IncomingEvent[] = [];
+    const messages: JsMsg[] = [];
+    for (const m of batch) {
+      try {
+        incoming.push({ event: fromBinary(events.EventSchema, m.data), payload: m.data });
+        messages.push(m);
+      } catch (err) {
+        log.error({ err, seq: m.seq }, 'undecodable event, terminating it');
+        m.term();
+      }
     }
+    if (messages.length === 0) return;
     try {
-      const queued = await recordEvent(opts.db, event, m.data, opts.leaseMs);
-      m.ack();
+      const queued = await recordEvents(opts.db, incoming, opts.leaseMs);
+      for (const m of messages) m.ack();
       if (queued.length > 0) opts.onQueued(queued);
     } catch (err) {
-      log.warn({ err: (err as Error).message, event: event.id }, 'could not record event, will retry');
-      m.nak(1_000);
+      log.warn(
+        { err: (err as Error).message, events: messages.length },
+        'could not record events, will retry',
+      );
+      for (const m of messages) m.nak(1_000);
+    }
+  }
+
+  /** Starts batches of what is ready while fewer than `parallel` are in flight. */
+  function pump(): void {
+    scheduled = false;
+    while (!stopped && ready.length > 0 && inflight.size < parallel) {
+      const batch = ready.length <= batchMax ? ready : ready.slice(0, batchMax);
+      ready = batch === ready ? [] : ready.slice(batchMax);
+      const p = handle(batch).finally(() => {
+        inflight.delete(p);
+        pump();
+      });
+      inflight.add(p);
     }
   }
 
@@ -64,12 +92,21 @@ export async function startConsumer(opts: ConsumerOptions): Promise<{ stop(): Pr
     // consume() ends when the connection drops for good or we stop; re-arm until stopped.
     while (!stopped) {
       try {
-        const messages = await consumer.consume({ max_messages: parallel * 4 });
+        const messages = await consumer.consume({ max_messages: batchMax * 2 });
         stopLoop = () => messages.stop();
         for await (const m of messages) {
-          const p = handle(m).finally(() => inflight.delete(p));
-          inflight.add(p);
-          if (inflight.size >= parallel) await Promise.race(inflight);
+          ready.push(m);
+          // The iterator hands over what it holds before the event loop turns: the batch is
+          // whatever arrived together, without waiting for more.
+          if (!scheduled) {
+            scheduled = true;
+            setImmediate(pump);
+          }
+          // Back-pressure: a full batch waits for a free slot before more are taken.
+          while (ready.length >= batchMax && !stopped) {
+            pump();
+            if (ready.length >= batchMax) await Promise.race(inflight);
+          }
           if (stopped) break;
         }
       } catch (err) {
@@ -84,6 +121,9 @@ export async function startConsumer(opts: ConsumerOptions): Promise<{ stop(): Pr
       stopped = true;
       stopLoop();
       await loop;
+      // Received but not recorded: handed back, so JetStream delivers it again (here or to a replica).
+      for (const m of ready) m.nak();
+      ready = [];
       await Promise.allSettled([...inflight]);
     },
   };

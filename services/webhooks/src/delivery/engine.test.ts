@@ -19,6 +19,7 @@ import { retryDelivery } from '../domain/deliveries.ts';
 import { createEndpoint, deleteEndpoint, enableEndpoint } from '../domain/endpoints.ts';
 import { recordEvent } from '../domain/fanout.ts';
 import { createSecretBox } from '../domain/secrets.ts';
+import { countingDb } from '../testing.ts';
 import { createEngine, type Engine, type EngineOptions } from './engine.ts';
 import { createSender, type Sender } from './sender.ts';
 
@@ -307,7 +308,10 @@ describe('delivery engine', () => {
     const event = await emit(caller, { enqueue: () => {}, leaseMs: engine.leaseMs });
     // Deleted between fan-out and the attempt (the delete's own skip ran before this row existed).
     await db.pool.query('delete from webhooks.endpoints where id = $1', [endpoint.id]);
-    engine.enqueue(event.queued);
+    // As the poller (or a long wait in memory) hands it over: without what fan-out read, so the
+    // engine claims it and finds the endpoint gone. (A fresh one still holding fan-out's target
+    // would be attempted once, like an attempt already in flight when the delete came.)
+    engine.enqueue(event.queued.map(({ target: _, ...rest }) => rest));
     await until(async () => (await deliveryRow(event.queued[0]!.deliveryId)).status === 'skipped');
     expect(r.received).toHaveLength(0);
     await expect(db.db.transaction((tx) => deleteEndpoint(tx, caller, endpoint.id))).rejects.toThrow();
@@ -349,5 +353,78 @@ describe('delivery engine', () => {
     expect(row.status).toBe('succeeded');
     const { rows } = await db.pool.query('select * from webhooks.attempts where delivery_id = $1', [id]);
     expect(rows).toMatchObject([{ number: 1, status_code: 200, response_excerpt: 'late but fine' }]);
+  });
+
+  it('starts fresh deliveries from what fan-out read, and records their successes together', async () => {
+    const r = await receiver();
+    const counted = countingDb(db.pool);
+    // A long group-commit window, so all five land in one group however slow the machine is.
+    const engine = setup({ db: counted.db, pollMs: 60_000, groupCommitMs: 500 });
+    const { caller, secret } = await endpointFor(r.url);
+    const emitted = [];
+    // Recorded by fan-out (not counted), then handed over at once, as the consumer does.
+    for (let i = 0; i < 5; i++)
+      emitted.push(await emit(caller, { enqueue: () => {}, leaseMs: engine.leaseMs }));
+    engine.enqueue(emitted.flatMap((e) => e.queued));
+    const got = await r.waitFor(5);
+    for (const g of got) expect(verifyWebhook(secret, g.body, g.headers).id).toMatch(/^evt_test/);
+    const ids = emitted.map((e) => e.queued[0]!.deliveryId);
+    await until(async () => {
+      const { rows } = await db.pool.query(
+        `select count(*)::int as n from webhooks.deliveries where id = any($1) and status = 'succeeded' and attempts = 1`,
+        [ids],
+      );
+      return rows[0].n === 5;
+    });
+    // No claim: the engine's only statement was the one that recorded all five successes.
+    expect(counted.statements).toHaveLength(1);
+    expect(counted.statements[0]).toMatch(/unnest/);
+    const { rows } = await db.pool.query(
+      'select delivery_id, number, status_code from webhooks.attempts where delivery_id = any($1)',
+      [ids],
+    );
+    expect(rows).toHaveLength(5);
+    expect(rows.every((a) => a.number === 1 && a.status_code === 200)).toBe(true);
+  });
+
+  it('claims deliveries whose lease is too short for an attempt, a batch per statement', async () => {
+    const r = await receiver();
+    const counted = countingDb(db.pool);
+    // The engine's clock runs 3 s ahead: a fan-out lease of timeout (2 s) + margin (5 s) has
+    // 4 s left, under the 2 s + 2.5 s an attempt without a claim needs.
+    const engine = setup({ db: counted.db, pollMs: 60_000, clock: () => new Date(Date.now() + 3_000) });
+    const { caller } = await endpointFor(r.url);
+    const emitted = [];
+    for (let i = 0; i < 6; i++)
+      emitted.push(await emit(caller, { enqueue: () => {}, leaseMs: engine.leaseMs }));
+    engine.enqueue(emitted.flatMap((e) => e.queued));
+    await r.waitFor(6);
+    const ids = emitted.map((e) => e.queued[0]!.deliveryId);
+    await until(async () => {
+      const { rows } = await db.pool.query(
+        `select count(*)::int as n from webhooks.deliveries where id = any($1) and status = 'succeeded'`,
+        [ids],
+      );
+      return rows[0].n === 6;
+    });
+    // One claim for the six (the endpoint's queue head, up to 32), then the grouped successes.
+    const claims = counted.statements.filter((st) => st.includes('next_attempt_at = $'));
+    expect(claims).toHaveLength(1);
+    expect(r.received).toHaveLength(6);
+  });
+
+  it('sends nothing for a claimed delivery whose lease another worker moved', async () => {
+    const r = await receiver();
+    const engine = setup({ pollMs: 60_000, clock: () => new Date(Date.now() + 3_000) });
+    const { caller } = await endpointFor(r.url);
+    const { queued } = await emit(caller, { enqueue: () => {}, leaseMs: engine.leaseMs });
+    // Another replica's poller took it over after the lease ran out.
+    await db.pool.query(
+      `update webhooks.deliveries set next_attempt_at = now() + interval '1 minute' where id = $1`,
+      [queued[0]!.deliveryId],
+    );
+    engine.enqueue(queued);
+    await new Promise((res) => setTimeout(res, 300));
+    expect(r.received).toHaveLength(0);
   });
 });

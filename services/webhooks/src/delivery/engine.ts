@@ -1,27 +1,41 @@
 // The delivery engine (DESIGN.md): state lives in Postgres, the HTTP call happens outside any
-// transaction. Each queued delivery carries a lease (the next_attempt_at its queuer set); an
-// attempt starts by moving that lease forward only if it is still the one it knew, so a
-// delivery is never attempted by two workers at once, and one whose worker died is claimed by
-// the poller (FOR UPDATE SKIP LOCKED) when its lease runs out. Short retry delays use a timer;
-// long ones cost nothing but an indexed row until due.
+// transaction. Each queued delivery carries a lease (the next_attempt_at its queuer set), and
+// only the holder of a delivery's lease attempts it; one whose worker died is claimed by the
+// poller (FOR UPDATE SKIP LOCKED) when its lease runs out. Short retry delays use a timer; long
+// ones cost nothing but an indexed row until due.
 //
-// The lease length. An attempt claims its delivery for `leaseMs` = WEBHOOK_TIMEOUT + a margin
+// Starting an attempt. A delivery arrives with its lease and, when fan-out (or a claim) read
+// them in the statement that wrote the lease, with what its attempt needs (url, sealed secret,
+// body, attempt count: QueuedDelivery.target). While that lease still has at least
+// WEBHOOK_TIMEOUT + half the margin left, the attempt starts at once, with no statement: nobody
+// else may take the delivery before the lease runs out, and the attempt (at most
+// WEBHOOK_TIMEOUT) and its record fit in what is left. Otherwise — a delivery from the poller
+// or a manual retry, one that waited in memory behind a slow endpoint, any delivery of an
+// endpoint whose last attempt failed (its state may be changing) — it is claimed first: the
+// lease is moved forward only if it is still the one the queue knew, and the claim reads the
+// target. Claims are made for up to CLAIM_AHEAD waiting deliveries of an endpoint at once, so
+// a standing backlog costs one claim statement per batch, not per delivery.
+//
+// The lease length. An attempt holds its delivery for `leaseMs` = WEBHOOK_TIMEOUT + a margin
 // (WEBHOOK_LEASE_MARGIN, default 5 s): the sender aborts every attempt at WEBHOOK_TIMEOUT, so
-// the margin only has to cover recording the result (one short transaction) and event-loop
-// stalls. It is also how long a delivery whose process died (kill -9, OOM, lost machine) waits
-// before a poller takes it over: 15 s by default, about 2 s in the end-to-end tests with a 1 s
-// time-out. A margin too short costs at worst a duplicate attempt (receivers dedupe on the event
-// id), never a lost one; a long one only delays recovery after a crash. A fresh delivery
-// that waits in memory behind a slow endpoint longer than its lease is claimed again by the
-// poller: the first of the two to start wins the lease, the other does nothing.
+// the margin only has to cover recording the result (a short statement, successes grouped
+// within a 20 ms window) and event-loop stalls. It is also how long a delivery whose process
+// died (kill -9, OOM, lost machine) waits before a poller takes it over: 15 s by default, about
+// 2 s in the end-to-end tests with a 1 s time-out. A margin too short costs at worst a duplicate
+// attempt (receivers dedupe on the event id), never a lost one; a long one only delays recovery
+// after a crash. Results stay single either way: every record is guarded by
+// `attempts = n - 1 and status = 'pending'` (record.ts).
+//
+// A delivery attempted without a claim was checked against its endpoint's status by the fan-out
+// statement a moment before; an endpoint disabled or deleted in that moment still gets that
+// attempt, as it would an attempt already in flight, and its record follows the straggler rule.
 import type { Db } from '@mcs/kit/db';
-import { newId } from '@mcs/kit/ids';
 import type { Logger } from '@mcs/kit/log';
 import { sql } from 'drizzle-orm';
-import type { QueuedDelivery } from '../domain/fanout.ts';
-import { UNHEALTHY_KIND, type UnhealthyNotice } from '../domain/health.ts';
+import type { AttemptTarget, QueuedDelivery } from '../domain/fanout.ts';
 import type { SecretBox } from '../domain/secrets.ts';
-import type { AttemptResult, Sender } from './sender.ts';
+import { type Attempted, createSuccessLog, recordAttempt } from './record.ts';
+import type { Sender } from './sender.ts';
 import { serviceSignature, standardSignature } from './sign.ts';
 
 export interface EngineOptions {
@@ -37,6 +51,8 @@ export interface EngineOptions {
   concurrency: number;
   perEndpoint: number;
   pollMs?: number;
+  /** How long successes wait to be recorded together (record.ts); default 0: each at once. */
+  groupCommitMs?: number;
   /** Called after an endpoint turned unhealthy (wakes the mailer). */
   onUnhealthy?: (endpointId: string) => void;
   clock?: () => Date;
@@ -51,22 +67,31 @@ export interface Engine {
   stop(): Promise<void>;
 }
 
-const EXCERPT_KEEP = 2048;
 const MEMORY_QUEUE_CAP = 20_000;
+/** Waiting deliveries of one endpoint claimed by one statement at most. */
+const CLAIM_AHEAD = 32;
+
+/** A delivery waiting in memory; `claimed`: its lease and target come from this engine's claim. */
+type Waiting = QueuedDelivery & { claimed?: boolean };
 
 export function createEngine(opts: EngineOptions): Engine {
   const { db, log } = opts;
   const clock = opts.clock ?? (() => new Date());
   const pollMs = opts.pollMs ?? 1_000;
-  const leaseMs = opts.timeoutMs + (opts.leaseMarginMs ?? 5_000);
-  const waiting = new Map<string, QueuedDelivery[]>();
+  const margin = opts.leaseMarginMs ?? 5_000;
+  const leaseMs = opts.timeoutMs + margin;
+  /** Lease left that lets an attempt start without a claim: the attempt, then its record. */
+  const startableMs = opts.timeoutMs + margin / 2;
+  const waiting = new Map<string, Waiting[]>();
   /**
    * The entries of `waiting` by delivery: a delivery waits in memory at most once. When the
    * poller claims one again because it waited past its lease (a slow endpoint's backlog), the
    * waiting entry takes the newer lease instead of queueing a copy, so such a backlog stays
    * bounded by its number of deliveries.
    */
-  const waitingById = new Map<string, QueuedDelivery>();
+  const waitingById = new Map<string, Waiting>();
+  /** Endpoints with a claim statement under way (their queue's head is being claimed). */
+  const claiming = new Set<string>();
   const active = new Map<string, number>();
   /**
    * Endpoints whose last attempt failed get one attempt in flight at a time until one succeeds:
@@ -81,12 +106,28 @@ export function createEngine(opts: EngineOptions): Engine {
   let total = 0;
   let stopped = false;
 
+  const successes = createSuccessLog({
+    db,
+    log,
+    clock,
+    windowMs: opts.groupCommitMs ?? 0,
+    single: async (a) => {
+      await recordAttempt(db, opts.schedule, a, clock()).catch((err) =>
+        log.error({ err, delivery: a.deliveryId }, 'could not record a successful attempt'),
+      );
+    },
+  });
+
   function enqueue(items: QueuedDelivery[]): void {
     for (const item of items) {
       const known = waitingById.get(item.deliveryId);
       if (known) {
         // A later claim of the row wrote a later lease: the latest is the one the row holds.
-        if (item.lease > known.lease) known.lease = item.lease;
+        // What was read with the older one is claimed again before the attempt.
+        if (item.lease > known.lease) {
+          known.lease = item.lease;
+          delete known.target;
+        }
         continue;
       }
       // Over the cap the row still holds its lease; the poller picks it up when due.
@@ -96,7 +137,7 @@ export function createEngine(opts: EngineOptions): Engine {
         q = [];
         waiting.set(item.endpointId, q);
       }
-      const entry = { ...item };
+      const entry: Waiting = { ...item };
       q.push(entry);
       waitingById.set(entry.deliveryId, entry);
       queued++;
@@ -104,28 +145,141 @@ export function createEngine(opts: EngineOptions): Engine {
     pump();
   }
 
+  /** Whether `item` may start without a claim (see the top of this file). */
+  function startable(item: Waiting, now: number): item is Waiting & { target: AttemptTarget } {
+    return (
+      item.target !== undefined &&
+      item.lease.getTime() - now >= startableMs &&
+      (item.claimed === true || !failing.has(item.endpointId))
+    );
+  }
+
   function pump(): void {
     if (stopped) return;
+    const now = clock().getTime();
     for (const [endpointId, q] of waiting) {
       while (
         q.length > 0 &&
         total < opts.concurrency &&
         (active.get(endpointId) ?? 0) < limitOf(endpointId)
       ) {
-        const item = q.shift()!;
+        const item = q[0]!;
+        if (!startable(item, now)) {
+          if (!claiming.has(endpointId)) claim(endpointId, q);
+          break;
+        }
+        q.shift();
         waitingById.delete(item.deliveryId);
         queued--;
-        start(item);
+        start(item, item.target);
       }
       if (q.length === 0) waiting.delete(endpointId);
       if (total >= opts.concurrency) break;
     }
   }
 
-  function start(item: QueuedDelivery): void {
+  /**
+   * Claims the head of an endpoint's queue (up to CLAIM_AHEAD; one for a failing endpoint):
+   * moves each lease forward if it is still the one known, and reads each target. Claimed
+   * deliveries go back to the head of the queue, startable; the others are someone else's now,
+   * or no longer pending, and leave the queue.
+   */
+  function claim(endpointId: string, q: Waiting[]): void {
+    const items = q.splice(0, failing.has(endpointId) ? 1 : CLAIM_AHEAD);
+    for (const item of items) waitingById.delete(item.deliveryId);
+    queued -= items.length;
+    claiming.add(endpointId);
+    const p = claimRows(items)
+      .then((claimed) => {
+        if (claimed.length === 0) return;
+        let head = waiting.get(endpointId);
+        if (!head) {
+          head = [];
+          waiting.set(endpointId, head);
+        }
+        // A delivery enqueued again while being claimed (the poller took its expired lease)
+        // waits once: the claim that won the row decides which entry still holds it.
+        const fresh = claimed.filter((c) => !waitingById.has(c.deliveryId));
+        head.unshift(...fresh);
+        for (const c of fresh) waitingById.set(c.deliveryId, c);
+        queued += fresh.length;
+      })
+      .catch((err) => {
+        // Their leases stand in the database: the poller claims them when they run out.
+        log.warn({ err: (err as Error).message, endpoint: endpointId }, 'delivery claim failed');
+      })
+      .finally(() => {
+        claiming.delete(endpointId);
+        inflight.delete(p);
+        pump();
+      });
+    inflight.add(p);
+  }
+
+  async function claimRows(items: Waiting[]): Promise<Waiting[]> {
+    const lease = new Date(clock().getTime() + leaseMs);
+    // Outer joins: a delivery whose endpoint was deleted (or whose event row is missing) is
+    // still claimed, and then skipped rather than left pending for the poller forever.
+    const { rows } = await db.execute<{
+      id: string;
+      attempts: number;
+      schedule_start: number;
+      event_id: string;
+      url: string | null;
+      secret_sealed: Buffer | null;
+      endpoint_status: string | null;
+      body: string | null;
+    }>(sql`
+      with input as (
+        select * from unnest(${sql.param(items.map((i) => i.deliveryId))}::text[],
+                             ${sql.param(items.map((i) => i.lease))}::timestamptz[]) as t(id, lease)
+      ), c as (
+        update webhooks.deliveries d
+           set next_attempt_at = ${lease}
+          from input i
+         where d.id = i.id and d.status = 'pending' and d.next_attempt_at = i.lease
+        returning d.id, d.attempts, d.schedule_start, d.endpoint_id, d.event_id)
+      select c.id, c.attempts, c.schedule_start, c.event_id, e.url, e.secret_sealed,
+             e.status as endpoint_status, ev.body
+        from c left join webhooks.endpoints e on e.id = c.endpoint_id
+               left join webhooks.events ev on ev.id = c.event_id`);
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    const claimed: Waiting[] = [];
+    const skip: string[] = [];
+    for (const item of items) {
+      const row = byId.get(item.deliveryId);
+      if (!row) continue; // someone else holds it now, or it is no longer pending
+      if (row.endpoint_status !== 'enabled' || row.url === null || row.body === null || !row.secret_sealed) {
+        skip.push(item.deliveryId);
+        continue;
+      }
+      claimed.push({
+        deliveryId: item.deliveryId,
+        endpointId: item.endpointId,
+        lease,
+        claimed: true,
+        target: {
+          eventId: row.event_id,
+          url: row.url,
+          secretSealed: row.secret_sealed,
+          body: row.body,
+          attempts: row.attempts,
+          scheduleStart: row.schedule_start,
+        },
+      });
+    }
+    if (skip.length > 0) {
+      await db.execute(sql`
+        update webhooks.deliveries set status = 'skipped', next_attempt_at = null
+         where id = any(${sql.param(skip)}::text[]) and status = 'pending'`);
+    }
+    return claimed;
+  }
+
+  function start(item: Waiting, target: AttemptTarget): void {
     total++;
     active.set(item.endpointId, (active.get(item.endpointId) ?? 0) + 1);
-    const p = attempt(item)
+    const p = attempt(item, target)
       .catch((err) => log.error({ err, delivery: item.deliveryId }, 'delivery attempt failed to run'))
       .finally(() => {
         total--;
@@ -138,175 +292,48 @@ export function createEngine(opts: EngineOptions): Engine {
     inflight.add(p);
   }
 
-  async function attempt(item: QueuedDelivery): Promise<void> {
+  async function attempt(item: Waiting, target: AttemptTarget): Promise<void> {
     const startedAt = clock();
-    // Outer joins: a delivery whose endpoint was deleted (or whose event row is missing) is
-    // still claimed, and then skipped rather than left pending for the poller forever.
-    const claim = await db.execute<{
-      attempts: number;
-      schedule_start: number;
-      event_id: string;
-      url: string | null;
-      secret_sealed: Buffer | null;
-      endpoint_status: string | null;
-      body: string | null;
-    }>(sql`
-      with c as (
-        update webhooks.deliveries d
-           set next_attempt_at = ${new Date(startedAt.getTime() + leaseMs)}
-         where d.id = ${item.deliveryId} and d.status = 'pending' and d.next_attempt_at = ${item.lease}
-        returning d.attempts, d.schedule_start, d.endpoint_id, d.event_id)
-      select c.attempts, c.schedule_start, c.event_id, e.url, e.secret_sealed,
-             e.status as endpoint_status, ev.body
-        from c left join webhooks.endpoints e on e.id = c.endpoint_id
-               left join webhooks.events ev on ev.id = c.event_id`);
-    const row = claim.rows[0];
-    if (!row) return; // someone else holds it now, or it is no longer pending
-    if (row.endpoint_status !== 'enabled' || row.url === null || row.body === null || !row.secret_sealed) {
-      await db.execute(
-        sql`update webhooks.deliveries set status = 'skipped', next_attempt_at = null where id = ${item.deliveryId} and status = 'pending'`,
-      );
+    const secret = opts.box.open(target.secretSealed);
+    const timestamp = Math.floor(startedAt.getTime() / 1000);
+    const result = await opts.sender.send(target.url, target.body, {
+      'x-service-signature': serviceSignature(secret, target.body),
+      'webhook-id': target.eventId,
+      'webhook-timestamp': String(timestamp),
+      'webhook-signature': standardSignature(secret, target.eventId, timestamp, target.body),
+    });
+    const attempted: Attempted = {
+      deliveryId: item.deliveryId,
+      endpointId: item.endpointId,
+      eventId: target.eventId,
+      number: target.attempts + 1,
+      run: target.attempts + 1 - target.scheduleStart,
+      at: startedAt,
+      result,
+    };
+    if (result.ok) {
+      failing.delete(item.endpointId);
+      // Recorded with the next group; the slot is free at once.
+      successes.add(attempted);
       return;
     }
-    const secret = opts.box.open(row.secret_sealed);
-    const timestamp = Math.floor(startedAt.getTime() / 1000);
-    const result = await opts.sender.send(row.url, row.body, {
-      'x-service-signature': serviceSignature(secret, row.body),
-      'webhook-id': row.event_id,
-      'webhook-timestamp': String(timestamp),
-      'webhook-signature': standardSignature(secret, row.event_id, timestamp, row.body),
-    });
-    if (result.ok) failing.delete(item.endpointId);
-    else failing.add(item.endpointId);
-    await record(
-      item,
-      row.event_id,
-      row.attempts + 1,
-      row.attempts + 1 - row.schedule_start,
-      startedAt,
-      result,
-    );
-  }
-
-  /**
-   * Records attempt `number` of the delivery, the `run`-th of its current schedule run: the
-   * run-th failure waits schedule[run - 1]; the failure of run schedule.length + 1 (the last
-   * retry) fails the delivery and turns the endpoint unhealthy.
-   */
-  async function record(
-    item: QueuedDelivery,
-    eventId: string,
-    number: number,
-    run: number,
-    at: Date,
-    result: AttemptResult,
-  ): Promise<void> {
-    const now = clock();
-    const retriesLeft = run <= opts.schedule.length;
-    const delay = opts.schedule[run - 1] ?? 0;
-    const next = new Date(now.getTime() + delay);
-    const excerpt = result.excerpt === null ? null : result.excerpt.slice(0, EXCERPT_KEEP);
-    if (result.ok) {
-      // The common case in one statement: the delivery succeeds, its attempt is logged and the
-      // endpoint's failure detail cleared, all or nothing. Anything unusual (the delivery was
-      // skipped or recorded meanwhile) falls through to the transaction below.
-      const done = await db.execute<{ n: number }>(sql`
-        with d as (
-          update webhooks.deliveries
-             set status = 'succeeded', attempts = ${number}, last_attempt_at = ${now}, next_attempt_at = null
-           where id = ${item.deliveryId} and attempts = ${number - 1} and status = 'pending'
-          returning id
-        ), a as (
-          insert into webhooks.attempts (delivery_id, number, at, status_code, error, latency_ms, response_excerpt)
-          select d.id, ${number}, ${at}, ${result.statusCode}, null, ${result.latencyMs}, ${excerpt} from d
-        ), e as (
-          update webhooks.endpoints set failing_since = null, last_error = null
-           where id = ${item.endpointId} and failing_since is not null and exists (select 1 from d)
-        )
-        select count(*)::int as n from d`);
-      if (done.rows[0]?.n === 1) return;
-    }
-    let turnedUnhealthy = false;
-    await db.transaction(async (tx) => {
-      const status = result.ok ? 'succeeded' : retriesLeft ? 'pending' : 'failed';
-      const updated = await tx.execute(sql`
-        update webhooks.deliveries
-           set status = ${status}, attempts = ${number}, last_attempt_at = ${now},
-               next_attempt_at = ${status === 'pending' ? next : null}
-         where id = ${item.deliveryId} and attempts = ${number - 1} and status = 'pending'`);
-      const logAttempt = () =>
-        tx.execute(sql`
-          insert into webhooks.attempts (delivery_id, number, at, status_code, error, latency_ms, response_excerpt)
-          values (${item.deliveryId}, ${number}, ${at}, ${result.statusCode}, ${result.error}, ${result.latencyMs},
-                  ${excerpt})`);
-      if (updated.rowCount === 0) {
-        // Skipped while this attempt was in flight (its endpoint turned unhealthy, was disabled
-        // or deleted): the attempt still happened, so log it, and a success is a delivery. The
-        // endpoint's health is not touched by a straggler. Otherwise another worker recorded
-        // this attempt number first; keep the first record.
-        const straggler = await tx.execute(sql`
-          update webhooks.deliveries
-             set status = ${result.ok ? 'succeeded' : 'skipped'}, attempts = ${number}, last_attempt_at = ${now}
-           where id = ${item.deliveryId} and attempts = ${number - 1} and status = 'skipped'`);
-        if (straggler.rowCount !== 0) await logAttempt();
-        return;
-      }
-      await logAttempt();
-      if (result.ok) {
-        await tx.execute(sql`
-          update webhooks.endpoints set failing_since = null, last_error = null
-           where id = ${item.endpointId} and failing_since is not null`);
-        return;
-      }
-      // Touch the endpoint row only when its health detail changes: a failing endpoint repeats
-      // the same error, and rewriting its row on every attempt would serialize them on its lock.
-      await tx.execute(sql`
-        update webhooks.endpoints set failing_since = coalesce(failing_since, ${at}), last_error = ${result.error}
-         where id = ${item.endpointId}
-           and (failing_since is null or last_error is distinct from ${result.error})`);
-      if (status !== 'failed') return;
-      // The last retry failed: the endpoint turns unhealthy, its other deliveries stop, and one
-      // notification is written for this transition (the mailer sends it).
-      const flipped = await tx.execute<{
-        account_id: string;
-        url: string;
-        description: string | null;
-        livemode: boolean;
-        failing_since: Date | null;
-      }>(sql`
-        update webhooks.endpoints set status = 'unhealthy', updated_at = ${now}
-         where id = ${item.endpointId} and status = 'enabled'
-        returning account_id, url, description, livemode, failing_since`);
-      const ep = flipped.rows[0];
-      if (!ep) return;
-      turnedUnhealthy = true;
-      await tx.execute(sql`
-        update webhooks.deliveries set status = 'skipped', next_attempt_at = null
-         where endpoint_id = ${item.endpointId} and status = 'pending'`);
-      const notice: UnhealthyNotice = {
-        url: ep.url,
-        description: ep.description,
-        livemode: ep.livemode,
-        lastError: result.error,
-        failingSince: ep.failing_since ? new Date(ep.failing_since).toISOString() : null,
-        deliveryId: item.deliveryId,
-        eventId,
-        attempts: number,
-      };
-      await tx.execute(sql`
-        insert into webhooks.notifications (id, account_id, endpoint_id, kind, detail, created_at)
-        values (${newId('ntf')}, ${ep.account_id}, ${item.endpointId}, ${UNHEALTHY_KIND},
-                ${JSON.stringify(notice)}, ${now})`);
-    });
+    failing.add(item.endpointId);
+    const { turnedUnhealthy, next } = await recordAttempt(db, opts.schedule, attempted, clock());
     if (turnedUnhealthy) {
       log.warn({ endpoint: item.endpointId }, 'endpoint turned unhealthy');
       opts.onUnhealthy?.(item.endpointId);
-    } else if (!result.ok && retriesLeft && delay < pollMs && !stopped) {
+      return;
+    }
+    const delay = next ? next.getTime() - clock().getTime() : Number.POSITIVE_INFINITY;
+    if (next && delay < pollMs && !stopped) {
       // Too soon for the poller to notice in time: wait in memory (bounded by throughput).
-      const t = setTimeout(() => {
-        timers.delete(t);
-        enqueue([{ deliveryId: item.deliveryId, endpointId: item.endpointId, lease: next }]);
-      }, delay);
+      const t = setTimeout(
+        () => {
+          timers.delete(t);
+          enqueue([{ deliveryId: item.deliveryId, endpointId: item.endpointId, lease: next }]);
+        },
+        Math.max(0, delay),
+      );
       timers.add(t);
     }
   }
@@ -345,6 +372,7 @@ export function createEngine(opts: EngineOptions): Engine {
       clearInterval(poller);
       for (const t of timers) clearTimeout(t);
       await Promise.allSettled([...inflight]);
+      await successes.flush();
     },
   };
 }

@@ -1,6 +1,6 @@
-// Fan-out: record an event in the log and one delivery per matching endpoint, atomically. The
-// JetStream message is acked only after this commits, and both inserts are idempotent, so a
-// redelivered message records nothing twice.
+// Fan-out: record events in the log and one delivery per matching endpoint, atomically, a batch
+// of events per statement. The JetStream messages are acked only after it commits, and both
+// inserts are idempotent, so a redelivered message records nothing twice.
 
 import { timestampMs } from '@bufbuild/protobuf/wkt';
 import type { Db } from '@mcs/kit/db';
@@ -10,11 +10,30 @@ import { events as eventsProto } from '@mcs/proto';
 import { render } from '@mcs/rest';
 import { sql } from 'drizzle-orm';
 
+/** What an attempt needs besides the delivery id: where, signed with what, which bytes. */
+export interface AttemptTarget {
+  eventId: string;
+  url: string;
+  /** The endpoint's sealed signing secret (domain/secrets.ts). */
+  secretSealed: Uint8Array;
+  /** The exact bytes to send (envelopeBody). */
+  body: string;
+  /** The delivery's attempt count and schedule start when the lease was taken. */
+  attempts: number;
+  scheduleStart: number;
+}
+
 export interface QueuedDelivery {
   deliveryId: string;
   endpointId: string;
   /** The next_attempt_at this worker set; the attempt starts only if it still holds (a lease). */
   lease: Date;
+  /**
+   * Read by the statement that wrote `lease` (fan-out, or the engine's claim): while the lease
+   * is fresh enough to cover a whole attempt, the engine starts it without claiming it again
+   * (delivery/engine.ts). Absent: the engine claims it first.
+   */
+  target?: AttemptTarget;
 }
 
 /** The exact bytes every delivery of `event` sends, and GET /v1/events returns. */
@@ -22,46 +41,104 @@ export function envelopeBody(event: eventsProto.Event): string {
   return JSON.stringify(render(eventsProto.EventSchema, event));
 }
 
+/** One consumed event: the decoded message and its bytes as published. */
+export interface IncomingEvent {
+  event: eventsProto.Event;
+  payload: Uint8Array;
+}
+
 /**
- * Records the event and its deliveries in ONE statement (a round trip per event, no explicit
- * transaction): the deliveries are inserted only if the event row was new, so a redelivered
- * message records nothing twice. Delivery ids are derived from the event and endpoint
- * (`dlv_` + the event's time + 16 hex digits of md5(event, endpoint)): valid, time-ordered and
- * the same on every replay.
+ * Records a batch of events and their deliveries in ONE statement (one round trip for the
+ * whole batch, no explicit transaction): the deliveries of an event are inserted only if its
+ * event row was new, so a redelivered message records nothing twice. Delivery ids are derived
+ * from the event and endpoint (`dlv_` + the event's time + 16 hex digits of md5(event,
+ * endpoint)): valid, time-ordered and the same on every replay.
+ *
+ * Returns the fresh pending deliveries with their lease (next_attempt_at = now + leaseMs,
+ * written by the same statement) and everything their first attempt needs, so the engine can
+ * start it without another statement.
  */
-export async function recordEvent(
+export async function recordEvents(
+  db: Db,
+  incoming: readonly IncomingEvent[],
+  leaseMs: number,
+  now = new Date(),
+): Promise<QueuedDelivery[]> {
+  // One row per event id: a message and its redelivery may meet in one batch.
+  const byId = new Map<string, { event: eventsProto.Event; payload: Uint8Array; body: string }>();
+  for (const { event, payload } of incoming) {
+    if (!byId.has(event.id)) byId.set(event.id, { event, payload, body: envelopeBody(event) });
+  }
+  if (byId.size === 0) return [];
+  const list = [...byId.values()];
+  const createdAt = list.map(({ event }) => (event.createdAt ? timestampMs(event.createdAt) : now.getTime()));
+  const lease = new Date(now.getTime() + leaseMs);
+  const { rows } = await db.execute<{
+    id: string;
+    event_id: string;
+    endpoint_id: string;
+    url: string;
+    secret_sealed: Buffer;
+  }>(sql`
+    with input as (
+      select * from unnest(
+        ${sql.param(list.map((e) => e.event.id))}::text[],
+        ${sql.param(list.map((e) => e.event.accountId))}::text[],
+        ${sql.param(list.map((e) => e.event.livemode))}::boolean[],
+        ${sql.param(list.map((e) => eventTypeName(e.event.type)))}::text[],
+        ${sql.param(list.map((e) => Buffer.from(e.payload.buffer, e.payload.byteOffset, e.payload.byteLength)))}::bytea[],
+        ${sql.param(list.map((e) => e.body))}::text[],
+        ${sql.param(createdAt.map((ms) => new Date(ms)))}::timestamptz[],
+        ${sql.param(createdAt.map((ms) => encodeTime(ms)))}::text[]
+      ) as t(id, account_id, livemode, type, payload, body, created_at, id_time)
+    ), ev as (
+      insert into webhooks.events (id, account_id, livemode, type, payload, body, created_at)
+      select id, account_id, livemode, type, payload, body, created_at from input
+      on conflict do nothing
+      returning id, account_id, livemode, type
+    ), ins as (
+      insert into webhooks.deliveries
+        (id, event_id, endpoint_id, account_id, livemode, status, next_attempt_at, created_at)
+      select 'dlv_' || i.id_time || substr(md5(ev.id || e.id), 1, 16),
+             ev.id, e.id, e.account_id, e.livemode,
+             -- An unhealthy endpoint gets nothing until re-enabled; the delivery stays listed as not sent.
+             case when e.status = 'enabled' then 'pending' else 'skipped' end,
+             case when e.status = 'enabled' then ${lease}::timestamptz end,
+             ${now}
+        from ev
+        join input i on i.id = ev.id
+        join webhooks.endpoints e
+          on e.account_id = ev.account_id and e.livemode = ev.livemode
+         and e.status in ('enabled', 'unhealthy')
+         and e.events && array[ev.type, '*']::text[]
+      on conflict do nothing
+      returning id, event_id, endpoint_id, status
+    )
+    select ins.id, ins.event_id, ins.endpoint_id, e.url, e.secret_sealed
+      from ins join webhooks.endpoints e on e.id = ins.endpoint_id
+     where ins.status = 'pending'`);
+  return rows.map((r) => ({
+    deliveryId: r.id,
+    endpointId: r.endpoint_id,
+    lease,
+    target: {
+      eventId: r.event_id,
+      url: r.url,
+      secretSealed: r.secret_sealed,
+      body: byId.get(r.event_id)!.body,
+      attempts: 0,
+      scheduleStart: 0,
+    },
+  }));
+}
+
+/** One event: recordEvents of a batch of one. */
+export function recordEvent(
   db: Db,
   event: eventsProto.Event,
   payload: Uint8Array,
   leaseMs: number,
   now = new Date(),
 ): Promise<QueuedDelivery[]> {
-  const type = eventTypeName(event.type);
-  const lease = new Date(now.getTime() + leaseMs);
-  const createdAt = new Date(event.createdAt ? timestampMs(event.createdAt) : now.getTime());
-  const { rows } = await db.execute<{ id: string; endpoint_id: string }>(sql`
-    with ev as (
-      insert into webhooks.events (id, account_id, livemode, type, payload, body, created_at)
-      values (${event.id}, ${event.accountId}, ${event.livemode}, ${type}, ${Buffer.from(payload)},
-              ${envelopeBody(event)}, ${createdAt})
-      on conflict do nothing
-      returning id
-    ), ins as (
-      insert into webhooks.deliveries
-        (id, event_id, endpoint_id, account_id, livemode, status, next_attempt_at, created_at)
-      select 'dlv_' || ${encodeTime(createdAt.getTime())} || substr(md5(ev.id || e.id), 1, 16),
-             ev.id, e.id, e.account_id, e.livemode,
-             -- An unhealthy endpoint gets nothing until re-enabled; the delivery stays listed as not sent.
-             case when e.status = 'enabled' then 'pending' else 'skipped' end,
-             case when e.status = 'enabled' then ${lease}::timestamptz end,
-             ${now}
-        from ev, webhooks.endpoints e
-       where e.account_id = ${event.accountId} and e.livemode = ${event.livemode}
-         and e.status in ('enabled', 'unhealthy')
-         and e.events && array[${type}, '*']::text[]
-      on conflict do nothing
-      returning id, endpoint_id, status
-    )
-    select id, endpoint_id from ins where status = 'pending'`);
-  return rows.map((r) => ({ deliveryId: r.id, endpointId: r.endpoint_id, lease }));
+  return recordEvents(db, [{ event, payload }], leaseMs, now);
 }

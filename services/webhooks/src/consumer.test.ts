@@ -1,0 +1,220 @@
+// The consumer and fan-out against the real PostgreSQL and NATS JetStream: the messages ready
+// together are recorded by one statement and acked after it; a redelivered event (another
+// stream message with the same event id) records nothing twice; a failed batch is acked never.
+import { create, toBinary } from '@bufbuild/protobuf';
+import { timestampFromMs } from '@bufbuild/protobuf/wkt';
+import type { Caller } from '@mcs/kit/caller';
+import { createLogger } from '@mcs/kit/log';
+import { connectNats, ensureStream, type StreamNames, streamNames } from '@mcs/kit/nats';
+import { commerce, events } from '@mcs/proto';
+import { createTestNats, freshDatabase, type MigratedDatabase, type TestNats } from '@mcs/testkit';
+import type { NatsConnection } from 'nats';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startConsumer } from './consumer.ts';
+import { migrateWebhooks } from './db/migrate.ts';
+import { createEndpoint } from './domain/endpoints.ts';
+import { envelopeBody, type QueuedDelivery, recordEvents } from './domain/fanout.ts';
+import { createSecretBox } from './domain/secrets.ts';
+import { countingDb } from './testing.ts';
+
+let db: MigratedDatabase;
+let nats: TestNats;
+let nc: NatsConnection;
+let names: StreamNames;
+const box = createSecretBox(Buffer.alloc(32, 5));
+const log = createLogger('consumer-test', process.env.TEST_LOG ?? 'silent');
+const open: Array<{ stop(): Promise<void> }> = [];
+let n = 0;
+
+beforeAll(async () => {
+  db = await freshDatabase(migrateWebhooks);
+  nats = createTestNats();
+  nc = await connectNats(nats.url, 'consumer-test');
+  names = streamNames(nats.prefix);
+  await ensureStream(await nc.jetstreamManager(), names);
+});
+afterEach(async () => {
+  for (const o of open.splice(0).reverse()) await o.stop();
+});
+afterAll(async () => {
+  await nc?.close();
+  await nats?.drop();
+  await db?.close();
+});
+
+async function account(endpoints: Array<{ events: string[]; status?: 'unhealthy' }>) {
+  const caller: Caller = { accountId: `acct_c${++n}`, livemode: false };
+  const ids: string[] = [];
+  for (const e of endpoints) {
+    const { endpoint } = await db.db.transaction((tx) =>
+      createEndpoint(
+        tx,
+        caller,
+        { url: `https://example.com/hook/${++n}`, events: e.events },
+        { box, policy: { allowHttp: false, allowPrivate: false } },
+      ),
+    );
+    if (e.status)
+      await db.pool.query('update webhooks.endpoints set status = $2 where id = $1', [endpoint.id, e.status]);
+    ids.push(endpoint.id);
+  }
+  return { caller, endpointIds: ids };
+}
+
+function orderEvent(caller: Caller, type = events.EventType.ORDER_CREATED) {
+  const event = create(events.EventSchema, {
+    id: `evt_c${++n}`,
+    type,
+    createdAt: timestampFromMs(Date.now()),
+    data: { case: 'order', value: create(commerce.OrderSchema, { id: `ord_${n}`, currency: 'EUR' }) },
+    livemode: caller.livemode,
+    accountId: caller.accountId,
+  });
+  return { event, payload: toBinary(events.EventSchema, event) };
+}
+
+async function count(sql: string, params: unknown[]): Promise<number> {
+  const { rows } = await db.pool.query<{ n: number }>(sql, params);
+  return rows[0]!.n;
+}
+
+async function until<T>(fn: () => Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+describe('fan-out (recordEvents)', () => {
+  it('records a batch in one statement and returns what each first attempt needs', async () => {
+    const { caller, endpointIds } = await account([
+      { events: ['*'] },
+      { events: ['order.created'] },
+      { events: ['order.updated'] },
+      { events: ['*'], status: 'unhealthy' },
+    ]);
+    const [all, created, , unhealthy] = endpointIds;
+    const a = orderEvent(caller);
+    const b = orderEvent(caller);
+    const counted = countingDb(db.pool);
+    const now = new Date();
+    // `a` twice: a message and its redelivery in one batch.
+    const queued = await recordEvents(counted.db, [a, b, a], 15_000, now);
+    expect(counted.statements).toHaveLength(1);
+    expect(queued).toHaveLength(4); // 2 events × 2 enabled matching endpoints
+    const sealed = await db.pool.query<{ id: string; secret_sealed: Buffer; url: string }>(
+      'select id, secret_sealed, url from webhooks.endpoints where id = any($1)',
+      [[all, created]],
+    );
+    const byId = new Map(sealed.rows.map((r) => [r.id, r]));
+    for (const q of queued) {
+      expect(q.lease.getTime()).toBe(now.getTime() + 15_000);
+      const ev = q.target!.eventId === a.event.id ? a.event : b.event;
+      expect(q.target).toEqual({
+        eventId: ev.id,
+        url: byId.get(q.endpointId)!.url,
+        secretSealed: byId.get(q.endpointId)!.secret_sealed,
+        body: envelopeBody(ev),
+        attempts: 0,
+        scheduleStart: 0,
+      });
+    }
+    // The unhealthy endpoint gets its deliveries listed as skipped, and nothing to attempt.
+    expect(
+      await count(
+        `select count(*)::int as n from webhooks.deliveries where endpoint_id = $1 and status = 'skipped'`,
+        [unhealthy],
+      ),
+    ).toBe(2);
+    expect(queued.some((q) => q.endpointId === unhealthy)).toBe(false);
+    // Recorded again (JetStream redelivered the batch): nothing new, nothing to attempt.
+    expect(await recordEvents(db.db, [b, a], 15_000)).toEqual([]);
+    expect(
+      await count('select count(*)::int as n from webhooks.deliveries where event_id = any($1)', [
+        [a.event.id, b.event.id],
+      ]),
+    ).toBe(6);
+    expect(
+      await count('select count(*)::int as n from webhooks.events where id = any($1)', [
+        [a.event.id, b.event.id],
+      ]),
+    ).toBe(2);
+  });
+});
+
+describe('consumer', () => {
+  it('records the messages ready together with one statement, acks them, and records a repeat once', async () => {
+    const { caller, endpointIds } = await account([{ events: ['*'] }]);
+    const js = nc.jetstream();
+    const sent = Array.from({ length: 20 }, () => orderEvent(caller));
+    for (const e of sent) await js.publish(names.subject('order.created'), e.payload, { msgID: e.event.id });
+    // The same event again under another message id (a republish after the duplicate window).
+    await js.publish(names.subject('order.created'), sent[0]!.payload, {
+      msgID: `${sent[0]!.event.id}-again`,
+    });
+    // Undecodable: terminated, and the batch around it still recorded.
+    await js.publish(names.subject('order.created'), new Uint8Array([0xff, 0xff, 0xff]));
+
+    const counted = countingDb(db.pool);
+    const got: QueuedDelivery[] = [];
+    open.push(
+      await startConsumer({
+        nc,
+        names,
+        db: counted.db,
+        log,
+        leaseMs: 15_000,
+        onQueued: (q) => got.push(...q),
+      }),
+    );
+    await until(async () => got.length >= 20);
+    const jsm = await nc.jetstreamManager();
+    await until(async () => {
+      const info = await jsm.consumers.info(names.stream, names.durable('webhooks'));
+      return info.num_ack_pending === 0 && info.num_pending === 0;
+    });
+    await new Promise((r) => setTimeout(r, 200));
+    expect(new Set(got.map((q) => q.deliveryId)).size).toBe(20);
+    expect(got).toHaveLength(20);
+    expect(got.every((q) => q.endpointId === endpointIds[0])).toBe(true);
+    // 22 messages, all of them ready at once: far fewer statements than messages.
+    expect(counted.statements.length).toBeGreaterThanOrEqual(1);
+    expect(counted.statements.length).toBeLessThanOrEqual(3);
+    expect(
+      await count('select count(*)::int as n from webhooks.deliveries where event_id = any($1)', [
+        sent.map((e) => e.event.id),
+      ]),
+    ).toBe(20);
+  });
+
+  it('acks nothing when recording fails, so JetStream delivers the batch again', async () => {
+    const { caller } = await account([{ events: ['*'] }]);
+    const e = orderEvent(caller);
+    const broken = countingDb(db.pool);
+    // A database that refuses every statement, as during an outage.
+    let refuse = true;
+    const failing = new Proxy(broken.db, {
+      get(target, prop, receiver) {
+        if (prop === 'execute' && refuse) return () => Promise.reject(new Error('database down (injected)'));
+        return Reflect.get(target, prop, receiver);
+      },
+    });
+    const got: QueuedDelivery[] = [];
+    open.push(
+      await startConsumer({ nc, names, db: failing, log, leaseMs: 15_000, onQueued: (q) => got.push(...q) }),
+    );
+    await nc.jetstream().publish(names.subject('order.created'), e.payload, { msgID: e.event.id });
+    const jsm = await nc.jetstreamManager();
+    await until(async () => {
+      const info = await jsm.consumers.info(names.stream, names.durable('webhooks'));
+      return info.num_redelivered > 0 || info.num_ack_pending > 0;
+    });
+    expect(got).toEqual([]);
+    refuse = false;
+    await until(async () => got.length === 1, 10_000);
+    expect(got[0]!.target!.eventId).toBe(e.event.id);
+  });
+});
