@@ -51,7 +51,7 @@ export interface EngineOptions {
   concurrency: number;
   perEndpoint: number;
   pollMs?: number;
-  /** How long successes wait to be recorded together (record.ts); default 0: each at once. */
+  /** How long successes wait to be recorded together (record.ts); default 20 ms, 0: each at once. */
   groupCommitMs?: number;
   /** Called after an endpoint turned unhealthy (wakes the mailer). */
   onUnhealthy?: (endpointId: string) => void;
@@ -110,7 +110,7 @@ export function createEngine(opts: EngineOptions): Engine {
     db,
     log,
     clock,
-    windowMs: opts.groupCommitMs ?? 0,
+    windowMs: opts.groupCommitMs ?? 20,
     single: async (a) => {
       await recordAttempt(db, opts.schedule, a, clock()).catch((err) =>
         log.error({ err, delivery: a.deliveryId }, 'could not record a successful attempt'),
