@@ -185,6 +185,8 @@ export function stackCpuWindow(stack: Stack): { end(): CpuReport | null } {
   return cpuWindow(new URL(stack.db.url).pathname.slice(1), stack.nats.prefix);
 }
 
+const plural = (unit: string) => (unit.endsWith('y') ? `${unit.slice(0, -1)}ies` : `${unit}s`);
+
 /** Groups that are not part of the system under test, left out of "server side total". */
 const NOT_SERVER = new Set([
   'other',
@@ -202,7 +204,7 @@ const NOT_SERVER = new Set([
 export function cpuPerUnitTable(
   runs: Array<{ name: string; cpu: CpuReport | null; units: number }>,
   unit: string,
-  title = `CPU ms per ${unit}, by process group (cores × window s × 1000 / ${unit}s)`,
+  title = `CPU ms per ${unit}, by process group (cores × window s × 1000 / ${plural(unit)})`,
 ): Table {
   const groups = new Set<string>();
   for (const r of runs) for (const [g] of cpuRows(r.cpu)) groups.add(g);
@@ -228,7 +230,7 @@ export function cpuPerUnitTable(
         'system under test (all but load generator, receivers, other)',
         ...runs.map((r) => per(r, serverSum(r))),
       ],
-      [`${unit}s in the window`, ...runs.map((r) => r.units)],
+      [`${plural(unit)} in the window`, ...runs.map((r) => r.units)],
     ],
   };
 }

@@ -42,7 +42,7 @@ import { type BenchReceiver, EventLog, startReceivers } from './receiver.ts';
 const ENDPOINTS = 4;
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 /** Orders per round: 4 × this many deliveries of backlog. */
-const BACKLOG = Number(process.env.BENCH_BACKLOG_ORDERS ?? 2_500);
+const BACKLOG = Number(process.env.BENCH_BACKLOG_ORDERS ?? 4_000);
 const DRAIN_MS = 60_000;
 const TARGET = 0.5;
 /** The project's defaults, given to the bare pipeline too (see bare-pipeline.ts). */
