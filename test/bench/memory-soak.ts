@@ -150,14 +150,18 @@ export const memorySoak: Benchmark = {
     const checks: Check[] = stats
       .filter((s) => s.name !== 'postgres backends (sum)')
       .map((s, i) => ({
-        label: `RSS ${s.name}, MiB (last vs first minute median)`,
+        label: `RSS ${s.name}, MiB`,
         project: round(s.last),
         baseline: round(s.first),
         ratio: s.change === null ? null : 1 + s.change,
         target: `±${TARGET * 100} %`,
         pass: voidNote || s.change === null ? null : Math.abs(s.change) <= TARGET,
         ...(s.change === null ? { note: `no RSS for ${s.name} (process not found)` } : {}),
-        ...(i === 0 && voidNote ? { note: `void: ${voidNote}` } : {}),
+        ...(i === 0
+          ? {
+              note: `project: last minute's median, baseline: first minute's${voidNote ? `; void: ${voidNote}` : ''}`,
+            }
+          : {}),
       }));
     checks.push({
       label: `orders (${rate}/s) = deliveries`,
