@@ -11,7 +11,7 @@ import { CALLER_HEADERS, callerHeaders } from '@mcs/kit/caller';
 import type { Logger } from '@mcs/kit/log';
 import { DecodeError, decodeObject, decodeParams, isListResponse, render, renderList } from '@mcs/rest';
 import type { Authenticator } from './auth.ts';
-import { createInFlight, fingerprint } from './idempotency.ts';
+import { createInFlight, createRecentAnswers, fingerprint } from './idempotency.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import type { Match, Route } from './routes.ts';
 
@@ -89,6 +89,7 @@ async function readBody(req: IncomingMessage): Promise<Buffer> {
 export function createHandler(deps: GatewayDeps) {
   const { log, docsUrl } = deps;
   const inFlight = createInFlight();
+  const recent = createRecentAnswers();
   const fail = (
     code: ErrorCode,
     opts?: { param?: string; message?: string },
@@ -163,10 +164,16 @@ export function createHandler(deps: GatewayDeps) {
       const { init, json } = await decode(req, route, params, url);
       const request = create(route.method.input, init);
 
+      const fp = key === undefined ? undefined : fingerprint(method, path, json);
       if (key !== undefined) {
         if (!inFlight.take(principal.accountId, principal.livemode, key))
           throw apiError('idempotency_key_in_use');
         held = { accountId: principal.accountId, livemode: principal.livemode, key };
+        const known = recent.get(principal.accountId, principal.livemode, key);
+        if (known) {
+          if (known.fingerprint !== fp) throw apiError('idempotency_key_reused');
+          return sendBytes(res, 200, known.body, { 'idempotent-replayed': 'true' });
+        }
       }
 
       const call = deps.clientFor(route)[route.method.localName];
@@ -175,7 +182,7 @@ export function createHandler(deps: GatewayDeps) {
         {
           accountId: principal.accountId,
           livemode: principal.livemode,
-          idempotency: key === undefined ? undefined : { key, fingerprint: fingerprint(method, path, json) },
+          idempotency: key === undefined || fp === undefined ? undefined : { key, fingerprint: fp },
         },
         requestId,
       );
@@ -193,6 +200,8 @@ export function createHandler(deps: GatewayDeps) {
         isListResponse(output) ? renderList(output, answer, path) : render(output, answer),
       );
       if (deps.failpoint === 'gateway.after_call' && route.write) process.kill(process.pid, 'SIGKILL');
+      if (held && fp !== undefined)
+        recent.set(held.accountId, held.livemode, held.key, { fingerprint: fp, body });
       sendBytes(res, 200, body, replayed ? { 'idempotent-replayed': 'true' } : undefined);
     } catch (err) {
       let rendered: RenderedError;

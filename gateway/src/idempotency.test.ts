@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createInFlight, fingerprint } from './idempotency.ts';
+import { createInFlight, createRecentAnswers, fingerprint } from './idempotency.ts';
 
 describe('fingerprint', () => {
   it('ignores formatting and key order but not values, method or path', () => {
@@ -20,5 +20,24 @@ describe('keys in flight', () => {
     expect(f.take('acct_2', false, 'k')).toBe(true);
     f.release('acct_1', false, 'k');
     expect(f.take('acct_1', false, 'k')).toBe(true);
+  });
+});
+
+describe('recent answers', () => {
+  it('keeps answers per account, mode and key, for a while, the newest ones only', () => {
+    let t = 0;
+    const r = createRecentAnswers({ max: 2, ttlMs: 1_000, maxBody: 10, now: () => t });
+    r.set('acct_1', false, 'a', { fingerprint: 'f', body: '{"id":1}' });
+    expect(r.get('acct_1', false, 'a')).toMatchObject({ fingerprint: 'f', body: '{"id":1}' });
+    expect(r.get('acct_1', true, 'a')).toBeUndefined();
+    expect(r.get('acct_2', false, 'a')).toBeUndefined();
+    r.set('acct_1', false, 'big', { fingerprint: 'f', body: 'x'.repeat(11) });
+    expect(r.get('acct_1', false, 'big')).toBeUndefined();
+    r.set('acct_1', false, 'b', { fingerprint: 'f', body: '2' });
+    r.set('acct_1', false, 'c', { fingerprint: 'f', body: '3' });
+    expect(r.get('acct_1', false, 'a')).toBeUndefined();
+    expect(r.get('acct_1', false, 'c')?.body).toBe('3');
+    t = 1_000;
+    expect(r.get('acct_1', false, 'c')).toBeUndefined();
   });
 });

@@ -8,6 +8,9 @@
 // - keys in flight on this gateway: a second request with a key whose first is still being
 //   answered gets 409 at once instead of queueing behind it. (Across gateways the service's
 //   key index makes the second wait for the first and then replay it.)
+// - the answers this gateway gave lately: a replay that reaches the gateway that answered first
+//   is answered from memory, without the hop to the service. A copy of the service's answer,
+//   which never changes once committed; kept far shorter than the key's 24 hours.
 import { createHash } from 'node:crypto';
 
 /** Canonical JSON: object keys sorted, so formatting and key order do not change the fingerprint. */
@@ -48,6 +51,52 @@ export function createInFlight(): InFlight {
     },
     release(accountId, livemode, key) {
       held.delete(id(accountId, livemode, key));
+    },
+  };
+}
+
+/** A keyed answer as the client got it. */
+export interface RecentAnswer {
+  fingerprint: string;
+  body: string;
+}
+
+export interface RecentAnswers {
+  get(accountId: string, livemode: boolean, key: string): RecentAnswer | undefined;
+  set(accountId: string, livemode: boolean, key: string, answer: RecentAnswer): void;
+}
+
+/**
+ * The last `max` keyed answers of this gateway, each for `ttlMs` (bounded memory: the oldest
+ * entry goes first; bodies over `maxBody` characters are not kept).
+ */
+export function createRecentAnswers(
+  opts: { max?: number; ttlMs?: number; maxBody?: number; now?: () => number } = {},
+): RecentAnswers {
+  const max = opts.max ?? 5_000;
+  const ttlMs = opts.ttlMs ?? 10 * 60_000;
+  const maxBody = opts.maxBody ?? 16 * 1024;
+  const now = opts.now ?? Date.now;
+  const entries = new Map<string, RecentAnswer & { expires: number }>();
+  const id = (accountId: string, livemode: boolean, key: string) => `${accountId}\n${livemode}\n${key}`;
+  return {
+    get(accountId, livemode, key) {
+      const k = id(accountId, livemode, key);
+      const e = entries.get(k);
+      if (!e) return undefined;
+      if (e.expires <= now()) {
+        entries.delete(k);
+        return undefined;
+      }
+      return e;
+    },
+    set(accountId, livemode, key, answer) {
+      if (answer.body.length > maxBody) return;
+      const k = id(accountId, livemode, key);
+      entries.delete(k);
+      entries.set(k, { ...answer, expires: now() + ttlMs });
+      // Maps iterate in insertion order: the first entry is the oldest.
+      if (entries.size > max) entries.delete(entries.keys().next().value as string);
     },
   };
 }
