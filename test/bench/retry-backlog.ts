@@ -7,7 +7,9 @@
 //   - ≤ 5 polling queries/s against webhooks.deliveries (pg_stat_statements when the server has
 //     it preloaded; otherwise table scans/s from pg_stat_user_tables, an upper bound: each query
 //     scans the table at least once);
-//   - RSS of the webhooks process flat over the window (first minute's median vs the last's, ±10 %);
+//   - RSS of the webhooks process flat over the window: the last minute's median at most 10 % above
+//     the first minute's, and B's change within ±10 % of A's (an idle Node process returns memory
+//     after a while, A as much as B: that drop is the runtime, not the backlog);
 //   - claiming due retries costs the same at 0 and 1M: EXPLAIN (ANALYZE, BUFFERS) of the claim
 //     query of services/webhooks/src/delivery/engine.ts poll() (read from that file; a copy if it
 //     cannot be found there), on 500 due deliveries inserted in a transaction that is rolled back
@@ -410,6 +412,14 @@ export const retryBacklog: Benchmark = {
       explain1.executionMs <= 2 * explain0.executionMs + 1 &&
       explain1.buffers <= 2 * explain0.buffers + 64;
     const shortened = WINDOW_SEC < 300;
+    // B's change relative to A's over the same window: what the backlog adds to the runtime's own drift.
+    const rssRelative =
+      obsA.rssChange === null || obsB.rssChange === null ? null : (1 + obsB.rssChange) / (1 + obsA.rssChange);
+    const rssFlat =
+      rssRelative !== null &&
+      obsB.rssChange !== null &&
+      obsB.rssChange <= TARGET_RSS &&
+      Math.abs(rssRelative - 1) <= TARGET_RSS;
     const pollMethod = statements ? 'queries/s (pg_stat_statements)' : 'table scans/s (pg_stat_user_tables)';
     const fmtRss = (o: Observed) => `${round(o.rssFirst)} → ${round(o.rssLast)} MiB (max ${round(o.rssMax)})`;
     const checks: Check[] = [
@@ -435,13 +445,12 @@ export const retryBacklog: Benchmark = {
         project: fmtRss(obsB),
         baseline: fmtRss(obsA),
         ratio: obsB.rssChange === null ? null : 1 + obsB.rssChange,
-        target: `±${TARGET_RSS * 100} %`,
-        pass: shortened || obsB.rssChange === null ? null : Math.abs(obsB.rssChange) <= TARGET_RSS,
-        ...(shortened
-          ? {
-              note: `window shortened to ${WINDOW_SEC} s (BENCH_BACKLOG_SEC): not the 5 minutes of the target`,
-            }
-          : {}),
+        target: `≤ +${TARGET_RSS * 100} %, ±${TARGET_RSS * 100} % of A`,
+        pass: shortened || rssRelative === null || obsB.rssChange === null ? null : rssFlat,
+        note:
+          'first → last minute median (max); flat: B grows ≤ 10 % and its change is within ±10 % of the ' +
+          'stack without backlog (A), so memory the runtime returns when idle (both drop alike) does not count' +
+          (shortened ? `; void: window shortened to ${WINDOW_SEC} s (BENCH_BACKLOG_SEC), not 5 minutes` : ''),
       },
       {
         label: `claim ${DUE} due: exec ms (buffers), 1M vs 0`,
@@ -475,7 +484,12 @@ export const retryBacklog: Benchmark = {
           ['RSS first minute median, MiB', round(obsA.rssFirst), round(obsB.rssFirst), null],
           ['RSS last minute median, MiB', round(obsA.rssLast), round(obsB.rssLast), null],
           ['RSS max, MiB', round(obsA.rssMax), round(obsB.rssMax), null],
-          ['RSS change first → last', pctText(obsA.rssChange), pctText(obsB.rssChange), null],
+          [
+            'RSS change first → last',
+            pctText(obsA.rssChange),
+            pctText(obsB.rssChange),
+            round(rssRelative, 2),
+          ],
         ],
         notes: [
           'both webhooks processes were restarted after the seed and observed from 10 s after their start',
