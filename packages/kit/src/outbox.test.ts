@@ -287,6 +287,8 @@ describe('outbox relay', () => {
         return inner;
       }),
     );
+    // Published at the end of the event-loop turn, with whatever else committed in it.
+    await until(async () => calls.length > 0);
     expect(calls).toEqual([event.id]);
     await until(async () => (await outboxIds()).length === 0);
   });

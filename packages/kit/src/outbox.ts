@@ -280,7 +280,27 @@ export function startRelay(opts: RelayOptions): Relay {
     else if (!deleteTimer) deleteTimer = setTimeout(flushDeletes, deleteWindowMs);
   }
 
+  /**
+   * Rows to publish at the end of this turn of the event loop: every write that committed in
+   * the same turn goes out in one socket write (nats.js flushes what was queued in one tick
+   * together), instead of a write per event (15 % of commerce's CPU under load).
+   */
+  let pendingPublish: OutboxRow[] = [];
+  let publishScheduled = false;
+
   function publish(rows: readonly OutboxRow[]): void {
+    for (const row of rows) pendingPublish.push(row);
+    if (publishScheduled) return;
+    publishScheduled = true;
+    setImmediate(() => {
+      publishScheduled = false;
+      const now = pendingPublish;
+      pendingPublish = [];
+      publishNow(now);
+    });
+  }
+
+  function publishNow(rows: readonly OutboxRow[]): void {
     for (const row of rows) {
       // Stopped, or too many awaiting acks (JetStream unreachable): the row waits for the poll.
       if (stopped || inFlight.size >= maxInFlight) continue;
@@ -412,6 +432,10 @@ export function startRelay(opts: RelayOptions): Relay {
     publish,
     wake,
     async stop() {
+      // What committed last still goes out now rather than waiting for the next start's poll.
+      const last = pendingPublish;
+      pendingPublish = [];
+      publishNow(last);
       stopped = true;
       clearInterval(timer);
       await running;
