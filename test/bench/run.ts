@@ -2,7 +2,8 @@
 // fresh stacks of real processes on loopback (listeners below port 32768). Prints ONE summary
 // table first (scenario, project, baseline, ratio, target, pass/fail), then every scenario's
 // detail tables; progress goes to stderr. Writes the same as JSON and Markdown to
-// .data/bench/<timestamp>.json and .md, and copies them to .data/bench/latest.json and latest.md.
+// .data/bench/<timestamp>.json and .md; a run of all seven also to .data/bench/latest.json and
+// latest.md (the table for the README).
 //
 //   pnpm bench                      the seven scenarios (≤ 15 min; two 5-minute windows overlap)
 //   pnpm bench ingest memory-soak   only these
@@ -413,10 +414,15 @@ async function main(): Promise<number> {
   const mdFile = path.join(dir, `${stamp}.md`);
   writeFileSync(json, `${JSON.stringify(report, null, 2)}\n`);
   writeFileSync(mdFile, `${md}\n`);
-  copyFileSync(json, path.join(dir, 'latest.json'));
-  copyFileSync(mdFile, path.join(dir, 'latest.md'));
+  // latest.* is the last run of all seven (the table the README shows); a partial run leaves it.
+  const full = SCENARIOS.every((b) => selectedNames.has(b.name)) && !interrupted;
+  if (full) {
+    copyFileSync(json, path.join(dir, 'latest.json'));
+    copyFileSync(mdFile, path.join(dir, 'latest.md'));
+  }
   process.stdout.write(
-    `\n${tail}\nwritten: ${path.relative(REPO_ROOT, json)}, ${path.relative(REPO_ROOT, mdFile)} (and latest.*)\n`,
+    `\n${tail}\nwritten: ${path.relative(REPO_ROOT, json)}, ${path.relative(REPO_ROOT, mdFile)}` +
+      `${full ? ' (and latest.json, latest.md)' : ''}\n`,
   );
   await Promise.all([...running].map(runCleanups));
   if (interrupted) return 130;
