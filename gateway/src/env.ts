@@ -8,6 +8,8 @@ const schema = baseEnvSchema.extend({
   AUTH_CACHE_TTL: duration.default(30_000),
   /** Gateway replicas sharing the traffic: each allows rate/N per account. */
   RATE_LIMIT_REPLICAS: z.coerce.number().int().min(1).default(1),
+  /** How the gateway calls the services: Connect over HTTP/2 or over HTTP/1.1 keep-alive. */
+  SERVICE_TRANSPORT: z.enum(['http1', 'http2']).default('http2'),
   /** Fault injection for crash tests only (see http.ts). */
   MCS_FAILPOINT: z.string().optional(),
 });
