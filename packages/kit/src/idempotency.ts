@@ -293,6 +293,15 @@ export function writeKeyed<T extends Message>(
   );
 }
 
+/**
+ * What a one-statement create writes besides its row, built by the handler from the new row
+ * (the domain never sees proto): its event, and, for a keyed caller, the answer to keep.
+ */
+export interface CreateSidecar<V> {
+  event?: (row: V) => NewEvent;
+  key?: { keys: KeyStore; answer: (row: V) => Uint8Array };
+}
+
 interface InsertPlan {
   /** Per column: its JS key and driver mapping, in the order of the statement's parameters. */
   specs: Array<{ key: string; toDriver: (v: unknown) => unknown }>;

@@ -227,7 +227,7 @@ describe('an order and its event in one statement', () => {
     expect(again).toBeInstanceOf(KeyTaken);
     // The statement that wrote nothing read the first answer too: still one round trip.
     expect(sent).toHaveLength(1);
-    expect(new TextDecoder().decode(await keys.lookup(keyed).then((s) => s && s.response))).not.toContain(
+    expect(new TextDecoder().decode(await keys.lookup(keyed).then((s) => s?.response))).not.toContain(
       first.order.id, // sealed at rest
     );
     expect(await eventsAbout(first.order.id)).toHaveLength(1);
