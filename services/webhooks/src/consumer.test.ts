@@ -176,6 +176,8 @@ describe('consumer', () => {
       const info = await jsm.consumers.info(names.stream, names.durable('webhooks'));
       return info.num_ack_pending === 0 && info.num_pending === 0;
     });
+    // Interest retention: once the only consumer acked (or terminated) them, the stream keeps none.
+    await until(async () => (await jsm.streams.info(names.stream)).state.messages === 0);
     await new Promise((r) => setTimeout(r, 200));
     expect(new Set(got.map((q) => q.deliveryId)).size).toBe(20);
     expect(got).toHaveLength(20);

@@ -4,9 +4,9 @@
 import { fromBinary } from '@bufbuild/protobuf';
 import type { Db } from '@mcs/kit/db';
 import type { Logger } from '@mcs/kit/log';
-import type { StreamNames } from '@mcs/kit/nats';
+import { eventConsumerConfig, type StreamNames } from '@mcs/kit/nats';
 import { events } from '@mcs/proto';
-import { AckPolicy, DeliverPolicy, type JsMsg, type NatsConnection } from 'nats';
+import type { JsMsg, NatsConnection } from 'nats';
 import { type IncomingEvent, type QueuedDelivery, recordEvents } from './domain/fanout.ts';
 
 export interface ConsumerOptions {
@@ -24,20 +24,8 @@ export interface ConsumerOptions {
 
 export async function startConsumer(opts: ConsumerOptions): Promise<{ stop(): Promise<void> }> {
   const { nc, names, log } = opts;
-  const durable = names.durable('webhooks');
-  const jsm = await nc.jetstreamManager();
-  try {
-    await jsm.consumers.info(names.stream, durable);
-  } catch {
-    await jsm.consumers.add(names.stream, {
-      durable_name: durable,
-      ack_policy: AckPolicy.Explicit,
-      deliver_policy: DeliverPolicy.All,
-      ack_wait: 30_000_000_000, // 30 s in ns
-      max_ack_pending: 10_000,
-      filter_subject: names.all,
-    });
-  }
+  const durable = eventConsumerConfig(names).durable_name;
+  // main.ts ran ensureStream, which made the stream and this durable consumer.
   const consumer = await nc.jetstream().consumers.get(names.stream, durable);
   const batchMax = opts.batch ?? 256;
   const parallel = opts.parallel ?? 4;
