@@ -1,0 +1,11 @@
+#!/usr/bin/env node
+// `npx mcs` / `pnpm exec mcs` in the workspace. The CLI is TypeScript run by Node's type
+// stripping (Node ≥ 22.18 / 23.6); `pnpm install` puts Node 24 first on the PATH of npx and pnpm.
+const [major, minor] = process.versions.node.split('.').map(Number);
+if (major < 22 || (major === 22 && minor < 18)) {
+  process.stderr.write(
+    `mcs needs Node.js 24 (this is ${process.version}): run it as \`pnpm mcs …\` or \`npx mcs …\` in the mcs workspace\n`,
+  );
+  process.exit(1);
+}
+await import('../src/main.ts');
