@@ -32,9 +32,9 @@ interface Operation {
   operationId: string;
   summary: string;
   description?: string;
-  parameters: Array<{ name: string; in: string; required: boolean }>;
+  parameters?: Array<{ name: string; in?: string; required?: boolean }>;
   requestBody?: {
-    content: { 'application/json': { schema: { properties: Record<string, unknown>; required: string[] } } };
+    content: { 'application/json': { schema: { properties: Record<string, unknown>; required?: string[] } } };
   };
 }
 
@@ -43,13 +43,13 @@ export function referencePage(openapi: { paths: Record<string, Record<string, Op
   const rows = Object.entries(openapi.paths)
     .flatMap(([path, ops]) => Object.entries(ops).map(([method, op]) => ({ path, method, op })))
     .map(({ path, method, op }) => {
-      const params = op.parameters
-        .filter((p) => p.in !== 'header')
+      const params = (op.parameters ?? [])
+        .filter((p) => p.in && p.in !== 'header')
         .map((p) => `<code>${escapeHtml(p.name)}</code>`);
       const schema = op.requestBody?.content['application/json'].schema;
       const body = schema
         ? Object.keys(schema.properties)
-            .map((k) => `<code>${escapeHtml(k)}</code>${schema.required.includes(k) ? '*' : ''}`)
+            .map((k) => `<code>${escapeHtml(k)}</code>${schema.required?.includes(k) ? '*' : ''}`)
             .join(' ')
         : '';
       return `<section id="${escapeHtml(op.operationId)}"><h3><code>${method.toUpperCase()} ${escapeHtml(path)}</code></h3>

@@ -74,7 +74,7 @@ export declare type Conversation = Message$1<"mcs.messaging.v1.Conversation"> & 
   /**
    * When the conversation was closed; null while open.
    *
-   * @generated from field: google.protobuf.Timestamp closed_at = 7;
+   * @generated from field: optional google.protobuf.Timestamp closed_at = 7;
    */
   closedAt?: Timestamp | undefined;
 };

@@ -48,7 +48,7 @@ export declare type WebhookEndpoint = Message<"mcs.webhooks.v1.WebhookEndpoint">
    * Health detail: when attempts to it started failing without a success since, and the error
    * of the last failed attempt. Both null while it is healthy.
    *
-   * @generated from field: google.protobuf.Timestamp failing_since = 9;
+   * @generated from field: optional google.protobuf.Timestamp failing_since = 9;
    */
   failingSince?: Timestamp | undefined;
 
@@ -373,7 +373,7 @@ export declare type WebhookDelivery = Message<"mcs.webhooks.v1.WebhookDelivery">
   /**
    * When the next attempt is due (null unless pending).
    *
-   * @generated from field: google.protobuf.Timestamp next_attempt_at = 7;
+   * @generated from field: optional google.protobuf.Timestamp next_attempt_at = 7;
    */
   nextAttemptAt?: Timestamp | undefined;
 

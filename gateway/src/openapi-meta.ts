@@ -1,0 +1,443 @@
+// What the proto descriptors cannot say about the public API and the OpenAPI document needs:
+// words for people (summaries, descriptions, tags), the input rules the services enforce
+// (lengths, patterns, ranges) and example values. Keyed by proto names, so a new RPC or field
+// works without an entry here (it gets a summary made from its name); add one to describe it.
+
+/** Rules and words for one field, keyed `Message.field` (the proto message's own name). */
+export interface FieldMeta {
+  description?: string;
+  /** The field holds the id of this kind of resource (its prefix): pattern and example follow. */
+  idOf?: string;
+  pattern?: string;
+  minLength?: number;
+  maxLength?: number;
+  minimum?: number;
+  maximum?: number;
+  minItems?: number;
+  maxItems?: number;
+  format?: string;
+  /** Items are event types (or "*"): the enum of every type. */
+  eventTypes?: boolean;
+  example?: unknown;
+  default?: unknown;
+}
+
+export const E164 = '^\\+[1-9][0-9]{7,14}$';
+export const CURRENCY = '^[A-Z]{3}$';
+/** Ids: prefix, `_`, 26 characters of lower-case Crockford base32 (kit/ids.ts). */
+export const idPattern = (prefix: string) => `^${prefix}_[0-9a-hjkmnp-tv-z]{26}$`;
+export const idExample = (prefix: string) => `${prefix}_01jdq7kx3m5w8n2c4v6b9t0r1s`;
+export const TIMESTAMP_EXAMPLE = '2026-01-15T09:30:00.000Z';
+/** Amounts are integers in the currency's minor unit, at most this (commerce/domain/products.ts). */
+const MAX_AMOUNT = 99_999_999_999;
+
+const money = (description: string, example: number): FieldMeta => ({
+  description: `${description} In the currency's minor unit (cents for EUR).`,
+  minimum: 0,
+  maximum: MAX_AMOUNT,
+  example,
+});
+const currency: FieldMeta = {
+  description: 'ISO 4217 currency code, three upper-case letters.',
+  pattern: CURRENCY,
+  minLength: 3,
+  maxLength: 3,
+  example: 'EUR',
+};
+const livemode: FieldMeta = {
+  description: 'true for live-mode data (sk_live_ keys), false for test mode.',
+  example: false,
+};
+const createdAt: FieldMeta = { description: 'When it was created (ISO 8601, UTC).' };
+const updatedAt: FieldMeta = { description: 'When it last changed (ISO 8601, UTC).' };
+const productName: FieldMeta = {
+  description: 'Shown to customers.',
+  minLength: 1,
+  maxLength: 200,
+  example: 'Tea',
+};
+const productDescription: FieldMeta = {
+  description: 'Free text, up to 1000 characters.',
+  maxLength: 1000,
+  example: 'Loose-leaf green tea, 100 g.',
+};
+const text: FieldMeta = {
+  description: '1 to 4096 characters (Unicode code points), not only white space.',
+  minLength: 1,
+  maxLength: 4096,
+  example: 'Hello! Your order is on its way.',
+};
+const endpointDescription: FieldMeta = {
+  description: 'A label for the endpoint, up to 500 characters.',
+  maxLength: 500,
+  example: 'Order sync',
+};
+const endpointUrl: FieldMeta = {
+  description:
+    'Absolute URL receiving the deliveries: https:// (http:// only where the server allows it), without credentials or fragment, on a public host.',
+  format: 'uri',
+  maxLength: 2048,
+  example: 'https://example.com/webhooks',
+};
+const endpointEvents: FieldMeta = {
+  description:
+    'Event types to send, or "*" for every resource event type (operational webhook_endpoint.* types must be listed explicitly).',
+  eventTypes: true,
+  minItems: 1,
+  example: ['order.created', 'order.updated'],
+};
+
+export const fieldMeta: Record<string, FieldMeta> = {
+  'Customer.name': {
+    description: "The customer's name.",
+    minLength: 1,
+    maxLength: 200,
+    example: 'Ada Lovelace',
+  },
+  'Customer.phone': {
+    description: 'E.164: "+" then 8 to 15 digits.',
+    pattern: E164,
+    example: '+4915112345678',
+  },
+
+  'Product.name': productName,
+  'Product.description': productDescription,
+  'Product.price': money('Unit price.', 450),
+  'Product.currency': currency,
+  'Product.active': {
+    description: 'false once archived: an archived product stays readable but cannot be ordered.',
+  },
+  'Product.livemode': livemode,
+  'Product.created_at': createdAt,
+  'Product.updated_at': updatedAt,
+  'CreateProductRequest.name': productName,
+  'CreateProductRequest.description': productDescription,
+  'CreateProductRequest.price': money('Unit price.', 450),
+  'CreateProductRequest.currency': currency,
+  'UpdateProductRequest.name': productName,
+  'UpdateProductRequest.description': productDescription,
+  'UpdateProductRequest.price': money('Unit price.', 500),
+  'UpdateProductRequest.active': { description: 'false archives the product, true restores it.' },
+  'ListProductsRequest.active': { description: 'Only active (true) or only archived (false) products.' },
+
+  'Order.status': { description: 'pending → paid → fulfilled, pending → cancelled, paid → refunded.' },
+  'Order.customer': { description: 'Who ordered.' },
+  'Order.total': money('Sum of the items’ amounts.', 900),
+  'Order.currency': currency,
+  'Order.items': { description: 'The order lines, as priced at creation.' },
+  'Order.livemode': livemode,
+  'Order.created_at': createdAt,
+  'Order.updated_at': updatedAt,
+  'OrderItem.product': {
+    description: 'The product this line was priced from; null for a free-form line.',
+    idOf: 'prod',
+  },
+  'OrderItem.name': { description: 'What was ordered.', example: 'Tea' },
+  'OrderItem.unit_amount': money('Price of one unit.', 450),
+  'OrderItem.quantity': { description: 'How many units.', minimum: 1, maximum: 1_000_000, example: 2 },
+  'OrderItem.amount': money('unit_amount × quantity.', 900),
+  'OrderItemInput.product': {
+    description:
+      'Price the line from this active product of the same currency (then give neither name nor unit_amount).',
+    idOf: 'prod',
+  },
+  'OrderItemInput.name': {
+    description: 'Name of a free-form line (without product).',
+    minLength: 1,
+    maxLength: 200,
+    example: 'Tea',
+  },
+  'OrderItemInput.unit_amount': money('Price of one unit of a free-form line (without product).', 450),
+  'OrderItemInput.quantity': { description: 'How many units.', minimum: 1, maximum: 1_000_000, example: 2 },
+  'CreateOrderRequest.currency': currency,
+  'CreateOrderRequest.items': { description: '1 to 100 lines.', minItems: 1, maxItems: 100 },
+  'ListOrdersRequest.status': { description: 'Only orders in this status.' },
+
+  'Payment.order': { description: 'The order this payment pays.', idOf: 'ord' },
+  'Payment.amount': money("Always the order's total.", 900),
+  'Payment.currency': currency,
+  'Payment.status': { description: 'pending until the provider answers, then succeeded or failed.' },
+  'Payment.failure_message': { description: 'Why the payment failed; null unless status is failed.' },
+  'Payment.livemode': livemode,
+  'Payment.created_at': createdAt,
+  'Payment.updated_at': updatedAt,
+  'CreatePaymentRequest.order': { description: 'A pending order of this account and mode.', idOf: 'ord' },
+  'CreatePaymentRequest.amount': money("Defaults to the order's total; when given it must equal it.", 900),
+  'ListPaymentsRequest.order': { description: 'Only the payments of this order.', idOf: 'ord' },
+  'FailPaymentRequest.failure_message': {
+    description: 'Defaults to a generic decline message. Up to 500 characters.',
+    maxLength: 500,
+    example: 'Card declined.',
+  },
+
+  'Conversation.customer': { description: 'The customer of the thread.' },
+  'Conversation.status': { description: 'open, or closed (then it takes no more messages).' },
+  'Conversation.closed_at': { description: 'When it was closed; null while open.' },
+  'Conversation.livemode': livemode,
+  'Conversation.created_at': createdAt,
+  'Conversation.updated_at': updatedAt,
+  'ListConversationsRequest.status': { description: 'Only conversations in this status.' },
+
+  'Message.conversation': { description: 'The conversation it belongs to.', idOf: 'conv' },
+  'Message.direction': { description: 'inbound (from the customer) or outbound (to the customer).' },
+  'Message.status': { description: 'sent (outbound, accepted by the channel) or received (inbound).' },
+  'Message.text': { description: 'The text, exactly as given.', example: 'Hello! Your order is on its way.' },
+  'Message.livemode': livemode,
+  'Message.created_at': createdAt,
+  'SendMessageRequest.text': text,
+  'CreateInboundMessageRequest.text': { ...text, example: 'Where is my order?' },
+
+  'WebhookEndpoint.url': endpointUrl,
+  'WebhookEndpoint.events': endpointEvents,
+  'WebhookEndpoint.description': endpointDescription,
+  'WebhookEndpoint.status': {
+    description: 'enabled; unhealthy after the last retry of a delivery failed; disabled when turned off.',
+  },
+  'WebhookEndpoint.failing_since': {
+    description: 'When attempts to it started failing without a success since; null while healthy.',
+  },
+  'WebhookEndpoint.last_error': { description: 'The error of the last failed attempt; null while healthy.' },
+  'WebhookEndpoint.secret': {
+    description:
+      'The signing secret (whsec_…): only in the answer that creates the endpoint or rotates its secret, null otherwise.',
+    pattern: '^whsec_[A-Za-z0-9+/]{32,}={0,2}$',
+    example: 'whsec_c2VjcmV0LXNpZ25pbmcta2V5LWZvci1kb2NzLW9ubHk=',
+  },
+  'WebhookEndpoint.livemode': livemode,
+  'WebhookEndpoint.created_at': createdAt,
+  'DeletedWebhookEndpoint.deleted': { description: 'Always true.', example: true },
+  'CreateWebhookEndpointRequest.url': endpointUrl,
+  'CreateWebhookEndpointRequest.events': endpointEvents,
+  'CreateWebhookEndpointRequest.description': endpointDescription,
+  'UpdateWebhookEndpointRequest.url': endpointUrl,
+  'UpdateWebhookEndpointRequest.events': {
+    ...endpointEvents,
+    minItems: 0,
+    description: `${endpointEvents.description} An empty list leaves the subscription as it is.`,
+  },
+  'UpdateWebhookEndpointRequest.description': {
+    ...endpointDescription,
+    description: 'A label for the endpoint, up to 500 characters; an empty string clears it.',
+  },
+  'UpdateWebhookEndpointRequest.disabled': {
+    description:
+      'true: status becomes disabled (nothing is sent, new events are not recorded for it); false: enabled again.',
+  },
+  'ListWebhookDeliveriesRequest.status': { description: 'Only deliveries in this status.' },
+  'RetryWebhookDeliveryRequest.delivery': { description: 'The delivery to send again.', idOf: 'dlv' },
+  'SendTestWebhookRequest.type': {
+    description:
+      'Event type of the test event; by default the endpoint’s first subscribed type (order.created for "*").',
+  },
+
+  'WebhookDelivery.webhook_endpoint': { description: 'The endpoint it goes to.', idOf: 'we' },
+  'WebhookDelivery.event': { description: 'The event it carries.', idOf: 'evt' },
+  'WebhookDelivery.event_type': { description: 'The type of that event.' },
+  'WebhookDelivery.status': {
+    description:
+      'pending (waiting for its next attempt), succeeded (a 2xx answer), failed (every attempt failed) or skipped (the endpoint was unhealthy, disabled or deleted).',
+  },
+  'WebhookDelivery.attempt_count': { description: 'Attempts made so far.', minimum: 0, example: 1 },
+  'WebhookDelivery.next_attempt_at': { description: 'When the next attempt is due; null unless pending.' },
+  'WebhookDelivery.attempts': { description: 'Every HTTP attempt, oldest first.' },
+  'WebhookDelivery.livemode': livemode,
+  'WebhookDelivery.created_at': createdAt,
+  'WebhookAttempt.number': {
+    description: '1 for the first attempt, counting on across resends.',
+    minimum: 1,
+    example: 1,
+  },
+  'WebhookAttempt.at': { description: 'When the attempt started.' },
+  'WebhookAttempt.status_code': {
+    description: "The receiver's HTTP status; null when no answer came (time-out, connection error).",
+    example: 200,
+  },
+  'WebhookAttempt.error': { description: 'Why the attempt failed; null when it succeeded.' },
+  'WebhookAttempt.latency_ms': {
+    description: 'Time to the answer, in milliseconds.',
+    minimum: 0,
+    example: 42,
+  },
+  'WebhookAttempt.response_excerpt': {
+    description: "The start of the receiver's answer body.",
+    example: 'ok',
+  },
+
+  'Event.type': { description: 'What happened (see the webhooks section for each type).' },
+  'Event.created_at': { description: 'When it happened (ISO 8601, UTC).' },
+  'Event.data': { description: 'The resource concerned, exactly as the REST API renders it.' },
+  'Event.livemode': livemode,
+  'ListEventsRequest.type': { description: 'Only events of this type.' },
+};
+
+export interface OperationMeta {
+  summary: string;
+  description?: string;
+  /** When the example made from the schema's field examples would not be a valid request. */
+  requestExample?: unknown;
+}
+
+/** Keyed by RPC name. */
+export const operationMeta: Record<string, OperationMeta> = {
+  CreateProduct: {
+    summary: 'Create a product',
+    description: 'Adds an active product to the catalog (product.created).',
+  },
+  GetProduct: { summary: 'Retrieve a product', description: 'Readable with publishable keys too.' },
+  UpdateProduct: {
+    summary: 'Update a product',
+    description: 'Only the fields given change; the currency is fixed at creation (product.updated).',
+  },
+  ListProducts: {
+    summary: 'List products',
+    description: 'Newest first. Readable with publishable keys too.',
+  },
+  ArchiveProduct: {
+    summary: 'Archive a product',
+    description: 'A soft delete: the product becomes inactive (product.updated) and is returned.',
+  },
+  CreateOrder: {
+    summary: 'Create an order',
+    description:
+      'A pending order whose total is the sum of its lines (order.created). Each line names a product, or gives its own name and unit_amount.',
+    requestExample: {
+      customer: { name: 'Ada Lovelace', phone: '+4915112345678' },
+      currency: 'EUR',
+      items: [
+        { product: 'prod_01jdq7kx3m5w8n2c4v6b9t0r1s', quantity: 1 },
+        { name: 'Gift wrapping', unit_amount: 250, quantity: 1 },
+      ],
+    },
+  },
+  GetOrder: { summary: 'Retrieve an order' },
+  ListOrders: { summary: 'List orders', description: 'Newest first.' },
+  CancelOrder: { summary: 'Cancel an order', description: 'pending → cancelled (order.updated).' },
+  FulfillOrder: { summary: 'Fulfill an order', description: 'paid → fulfilled (order.updated).' },
+  RefundOrder: { summary: 'Refund an order', description: 'paid → refunded (order.updated).' },
+  CreatePayment: {
+    summary: 'Create a payment',
+    description: 'Opens a pending payment of a pending order with the payment provider. Emits no event.',
+  },
+  GetPayment: { summary: 'Retrieve a payment' },
+  ListPayments: { summary: 'List payments', description: 'Newest first.' },
+  CompletePayment: {
+    summary: 'Complete a payment (test helper)',
+    description:
+      'Simulates the provider confirming the payment: pending → succeeded (payment.completed), and its order pending → paid (order.updated). Test-mode keys only.',
+  },
+  FailPayment: {
+    summary: 'Fail a payment (test helper)',
+    description:
+      'Simulates a declined payment: pending → failed (payment.failed); the order stays pending. Test-mode keys only.',
+  },
+  CreateConversation: {
+    summary: 'Start a conversation',
+    description:
+      "Starts a conversation with a customer (conversation.created), or returns the customer's open one (then no event).",
+  },
+  GetConversation: { summary: 'Retrieve a conversation' },
+  ListConversations: { summary: 'List conversations', description: 'Newest first.' },
+  CloseConversation: {
+    summary: 'Close a conversation',
+    description:
+      'open → closed. It takes no more messages; the next conversation with the customer is a new one.',
+  },
+  SendMessage: {
+    summary: 'Send a message',
+    description: 'Sends text to the customer of an open conversation through the channel (message.sent).',
+  },
+  ListMessages: { summary: 'List the messages of a conversation', description: 'Newest first.' },
+  GetMessage: { summary: 'Retrieve a message' },
+  CreateInboundMessage: {
+    summary: 'Receive a message (test helper)',
+    description:
+      'Simulates the customer writing in an open conversation (message.received). Test-mode keys only.',
+  },
+  CreateWebhookEndpoint: {
+    summary: 'Create a webhook endpoint',
+    description:
+      'Subscribes a URL to event types. The answer holds the signing secret; it is never shown again (rotate it to get a new one).',
+  },
+  GetWebhookEndpoint: {
+    summary: 'Retrieve a webhook endpoint',
+    description: 'With its health (failing_since, last_error).',
+  },
+  ListWebhookEndpoints: { summary: 'List webhook endpoints', description: 'Newest first.' },
+  UpdateWebhookEndpoint: {
+    summary: 'Update a webhook endpoint',
+    description: 'Only the fields given change. disabled turns deliveries off and on.',
+  },
+  DeleteWebhookEndpoint: {
+    summary: 'Delete a webhook endpoint',
+    description: 'Nothing more is sent to it; its pending deliveries are skipped.',
+  },
+  EnableWebhookEndpoint: {
+    summary: 'Re-enable a webhook endpoint',
+    description:
+      'Re-enables an unhealthy or disabled endpoint (the API twin of Settings → API): new events flow to it again; deliveries skipped meanwhile stay skipped and can be resent.',
+  },
+  RotateWebhookEndpointSecret: {
+    summary: 'Rotate the signing secret',
+    description: 'A new signing secret, returned in this answer only; the old one stops signing at once.',
+  },
+  ListWebhookDeliveries: {
+    summary: 'List the deliveries to an endpoint',
+    description: 'Newest first, each with its attempts.',
+  },
+  RetryWebhookDelivery: {
+    summary: 'Retry a delivery',
+    description: 'Sends a delivery again now. A failed or skipped one starts the retry schedule over.',
+  },
+  SendTestWebhook: {
+    summary: 'Send a test event',
+    description:
+      "Sends a test event with sample data to this endpoint only. Test events are not part of the account's event log.",
+  },
+  ListEvents: {
+    summary: 'List events',
+    description: 'The account’s events, newest first, exactly as deliveries carry them.',
+  },
+  GetEvent: { summary: 'Retrieve an event' },
+};
+
+/** Tags by proto service name. */
+export const tagMeta: Record<string, { name: string; description: string }> = {
+  ProductService: { name: 'Products', description: 'The catalog: what an account sells, with prices.' },
+  OrderService: {
+    name: 'Orders',
+    description: 'Orders of customers, priced from products or free-form lines.',
+  },
+  PaymentService: { name: 'Payments', description: 'Payments of orders through the payment provider.' },
+  ConversationService: { name: 'Conversations', description: 'Threads with one customer each.' },
+  MessageService: { name: 'Messages', description: 'Texts sent to and received from customers.' },
+  WebhookEndpointService: {
+    name: 'Webhook endpoints',
+    description: 'URLs that receive signed events, their health, deliveries and attempts.',
+  },
+  EventService: { name: 'Events', description: 'The account’s event log: every event, as delivered.' },
+  PaymentTestHelperService: {
+    name: 'Test helpers',
+    description: 'Simulations of the outside world (payment provider, customers). Test-mode keys only.',
+  },
+  MessageTestHelperService: {
+    name: 'Test helpers',
+    description: 'Simulations of the outside world (payment provider, customers). Test-mode keys only.',
+  },
+};
+
+/** Words for each event type (the webhooks section and the event catalog). */
+export const eventMeta: Record<string, string> = {
+  'message.received': 'A new inbound message from a customer.',
+  'message.sent': 'An outbound message has been sent.',
+  'conversation.created': 'A new conversation started.',
+  'order.created': 'A new order was created.',
+  'order.updated': 'An order status changed.',
+  'payment.completed': 'A payment was confirmed.',
+  'payment.failed': 'A payment attempt failed.',
+  'product.created': 'A new product was added.',
+  'product.updated': 'A product was modified (including archived).',
+  'webhook_endpoint.unhealthy':
+    'An endpoint became unhealthy: the last retry of a delivery failed. Sent only to endpoints that list it explicitly.',
+  'webhook_endpoint.disabled': 'An endpoint was disabled. Sent only to endpoints that list it explicitly.',
+  'webhook_endpoint.enabled': 'An endpoint was (re-)enabled. Sent only to endpoints that list it explicitly.',
+};
