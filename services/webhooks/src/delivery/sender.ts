@@ -39,7 +39,9 @@ export function createSender(opts: SenderOptions): Sender {
     bodyTimeout: opts.timeoutMs,
     connect(options, callback) {
       const host = options.hostname;
-      resolveAllowed(host.startsWith('[') ? host.slice(1, -1) : host, opts.allowPrivate).then(
+      resolveAllowed(host.startsWith('[') ? host.slice(1, -1) : host, opts.allowPrivate, {
+        timeoutMs: opts.timeoutMs,
+      }).then(
         ({ address }) => {
           base(
             {

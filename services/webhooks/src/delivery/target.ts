@@ -63,6 +63,31 @@ export class ForbiddenTargetError extends Error {
   override name = 'ForbiddenTargetError';
 }
 
+/** The name did not resolve within the time allowed (a resolver that does not answer, e.g. offline). */
+export class LookupTimeoutError extends Error {
+  override name = 'LookupTimeoutError';
+}
+
+export type LookupAll = (host: string) => Promise<Array<{ address: string; family: number }>>;
+
+const systemLookup: LookupAll = (host) => lookup(host, { all: true, verbatim: true });
+
+/** `lookup(host)`, abandoned with LookupTimeoutError after `timeoutMs` (the system resolver cannot be cancelled). */
+export function lookupWithin(
+  host: string,
+  timeoutMs: number,
+  lookupAll: LookupAll = systemLookup,
+): Promise<Array<{ address: string; family: number }>> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new LookupTimeoutError(`${host} did not resolve within ${timeoutMs} ms`)),
+      timeoutMs,
+    );
+  });
+  return Promise.race([lookupAll(host), timeout]).finally(() => clearTimeout(timer));
+}
+
 /**
  * Resolves `host` and returns an address a connection may use, or throws ForbiddenTargetError.
  * Every address the name resolves to must be allowed: a mixed answer is refused.
@@ -70,6 +95,7 @@ export class ForbiddenTargetError extends Error {
 export async function resolveAllowed(
   host: string,
   allowPrivate: boolean,
+  opts: { timeoutMs?: number; lookup?: LookupAll } = {},
 ): Promise<{ address: string; family: number }> {
   if (net.isIP(host)) {
     if (!allowPrivate && isForbiddenAddress(host)) {
@@ -77,7 +103,10 @@ export async function resolveAllowed(
     }
     return { address: host, family: net.isIP(host) };
   }
-  const all = await lookup(host, { all: true, verbatim: true });
+  const all =
+    opts.timeoutMs === undefined
+      ? await (opts.lookup ?? systemLookup)(host)
+      : await lookupWithin(host, opts.timeoutMs, opts.lookup);
   if (all.length === 0) throw new Error(`${host} has no addresses`);
   if (!allowPrivate) {
     const bad = all.find((a) => isForbiddenAddress(a.address));

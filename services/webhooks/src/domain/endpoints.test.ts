@@ -9,6 +9,7 @@ import {
   getEndpoint,
   listEndpoints,
   rotateSecret,
+  URL_LOOKUP_TIMEOUT_MS,
   updateEndpoint,
   validateEvents,
   validateUrl,
@@ -118,6 +119,33 @@ describe('validateUrl', () => {
     expect(await validateUrl('https://hooks.example.invalid-tld-zz/h', strict)).toBe(
       'https://hooks.example.invalid-tld-zz/h',
     );
+  });
+
+  it('waits at most URL_LOOKUP_TIMEOUT_MS for DNS, then accepts (each attempt checks again)', async () => {
+    let asked = 0;
+    const policy = {
+      ...strict,
+      // A resolver that never answers, as offline with an unreachable name server.
+      lookup: () => {
+        asked++;
+        return new Promise<never>(() => {});
+      },
+    };
+    const t0 = performance.now();
+    expect(await validateUrl('https://hooks.example.com/h', policy)).toBe('https://hooks.example.com/h');
+    const took = performance.now() - t0;
+    expect(asked).toBe(1);
+    expect(took).toBeGreaterThanOrEqual(URL_LOOKUP_TIMEOUT_MS - 50);
+    expect(took).toBeLessThan(URL_LOOKUP_TIMEOUT_MS + 1_000);
+    // A resolver that answers late with a private address is refused while it is in time.
+    const late = {
+      ...strict,
+      lookup: () =>
+        new Promise<Array<{ address: string; family: number }>>((r) =>
+          setTimeout(() => r([{ address: '10.0.0.1', family: 4 }]), 200),
+        ),
+    };
+    expect(await codeOf(validateUrl('https://hooks.example.com/h', late))).toBe('invalid_url');
   });
 
   it('refuses a user name alone and fragments', async () => {

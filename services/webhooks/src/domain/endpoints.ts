@@ -9,7 +9,13 @@ import { pageLimit } from '@mcs/kit/resources';
 import { optionalText } from '@mcs/kit/validate';
 import { and, desc, eq, lt, ne } from 'drizzle-orm';
 import { deliveries, type EndpointStatus, endpoints } from '../db/schema.ts';
-import { ForbiddenTargetError, hostOf, isLocalName, resolveAllowed } from '../delivery/target.ts';
+import {
+  ForbiddenTargetError,
+  hostOf,
+  isLocalName,
+  type LookupAll,
+  resolveAllowed,
+} from '../delivery/target.ts';
 import { newSigningSecret, type SecretBox } from './secrets.ts';
 
 export { EVENT_TYPES };
@@ -17,7 +23,15 @@ export { EVENT_TYPES };
 export interface EndpointPolicy {
   allowHttp: boolean;
   allowPrivate: boolean;
+  /** Resolver for the URL check (tests inject a slow one); default the system's. */
+  lookup?: LookupAll;
 }
+
+/**
+ * How long creating or updating an endpoint waits for DNS. A name that has not resolved by then
+ * is accepted like one that does not resolve at all: every attempt checks its address again.
+ */
+export const URL_LOOKUP_TIMEOUT_MS = 2_000;
 
 export type Endpoint = typeof endpoints.$inferSelect;
 
@@ -70,12 +84,16 @@ export async function validateUrl(raw: string, policy: EndpointPolicy): Promise<
     if (isLocalName(host))
       throw apiError('invalid_url', { param, message: 'url must point at a public host.' });
     try {
-      await resolveAllowed(host, false);
+      await resolveAllowed(host, false, {
+        timeoutMs: URL_LOOKUP_TIMEOUT_MS,
+        ...(policy.lookup ? { lookup: policy.lookup } : {}),
+      });
     } catch (err) {
       if (err instanceof ForbiddenTargetError) {
         throw apiError('invalid_url', { param, message: 'url must point at a public host.' });
       }
-      // A name that does not resolve yet is accepted; each attempt checks again.
+      // A name that does not resolve yet (or not within URL_LOOKUP_TIMEOUT_MS) is accepted;
+      // each attempt checks again.
     }
   }
   return url.toString();
