@@ -6,7 +6,10 @@ const schema = baseEnvSchema.extend({
   DOCS_URL: z.string().url().optional(),
   /** How long the gateway trusts a verified API key; revocations also arrive at once over NATS. */
   AUTH_CACHE_TTL: duration.default(30_000),
-  /** Gateway replicas sharing the traffic: each allows rate/N per account. */
+  /**
+   * Gateway replicas sharing the traffic. Limits are shared through PostgreSQL; only while it
+   * cannot be reached does each replica allow rate/N per account on its own.
+   */
   RATE_LIMIT_REPLICAS: z.coerce.number().int().min(1).default(1),
   /** How the gateway calls the services: Connect over HTTP/2 or over HTTP/1.1 keep-alive. */
   SERVICE_TRANSPORT: z.enum(['http1', 'http2']).default('http2'),

@@ -152,7 +152,8 @@ export function createHandler(deps: GatewayDeps) {
       const { route, params } = match;
 
       const principal = await deps.auth.authenticate(req.headers.authorization);
-      const rate = deps.limiter.take(principal.accountId, principal.rateLimit);
+      const taken = deps.limiter.take(principal.accountId, principal.rateLimit);
+      const rate = taken instanceof Promise ? await taken : taken;
       if (!rate.ok) throw fail('rate_limited', undefined, { 'retry-after': String(rate.retryAfter) });
       if (route.write && !principal.secret) throw apiError('secret_key_required');
       if (route.testHelper && principal.livemode) throw apiError('test_mode_only');

@@ -17,7 +17,7 @@ import { createPages } from './docs.ts';
 import { loadEnv } from './env.ts';
 import { createHandler, type UnaryCall } from './http.ts';
 import { buildOpenApi } from './openapi.ts';
-import { createRateLimiter } from './rate-limit.ts';
+import { createPgTokenStore, createSharedRateLimiter } from './rate-limit.ts';
 import { buildRoutes, createMatcher, type Route } from './routes.ts';
 
 const env = loadEnv();
@@ -96,7 +96,12 @@ await runProcess(log, async () => {
     match: createMatcher(routes),
     clientFor,
     auth,
-    limiter: createRateLimiter(env.RATE_LIMIT_REPLICAS),
+    limiter: createSharedRateLimiter({
+      store: createPgTokenStore(database.pool),
+      replicas: env.RATE_LIMIT_REPLICAS,
+      onStoreError: (err) =>
+        log.warn({ err: err.message }, 'shared rate limits unreachable: per-replica limits for 1 s'),
+    }),
     docsUrl: env.docsUrl,
     log,
     pages: createPages(buildOpenApi(routes, env.docsUrl.replace(/\/docs$/, '')), async () => {

@@ -1,6 +1,6 @@
-// The gateway's own schema: dashboard sessions. Nothing else of the gateway is stored
-// (idempotency keys live with the resources, in each service: kit/idempotency).
-import { boolean, index, pgSchema, text, timestamp } from 'drizzle-orm/pg-core';
+// The gateway's own schema: dashboard sessions and the shared rate-limit buckets. Nothing else of
+// the gateway is stored (idempotency keys live with the resources, in each service: kit/idempotency).
+import { boolean, doublePrecision, index, integer, pgSchema, text, timestamp } from 'drizzle-orm/pg-core';
 
 export const gateway = pgSchema('gateway');
 
@@ -22,3 +22,17 @@ export const sessions = gateway.table(
   },
   (t) => [index('sessions_key_idx').on(t.keyId), index('sessions_expires_idx').on(t.expiresAt)],
 );
+
+/**
+ * Rate-limit buckets shared by every gateway replica (rate-limit.ts): one row per account.
+ * UNLOGGED (set in the migration): no WAL per request, and a crash or fail-over only refills
+ * every bucket.
+ */
+export const rateLimits = gateway.table('rate_limits', {
+  accountId: text('account_id').primaryKey(),
+  /** GCRA: when the bucket's next token is due, ms since the epoch (the server's clock). */
+  tat: doublePrecision('tat').notNull(),
+  /** Tokens the last reservation got, and when it ran (returned to the reserving replica). */
+  granted: integer('granted').notNull(),
+  at: doublePrecision('at').notNull(),
+});

@@ -1,4 +1,5 @@
 // JetStream names and set-up shared by the producers (outbox relays) and the consumer (webhooks).
+
 import {
   AckPolicy,
   type ConsumerConfig,
@@ -9,6 +10,7 @@ import {
   RetentionPolicy,
   StorageType,
 } from 'nats';
+import { parseDuration } from './config.ts';
 
 export interface StreamNames {
   stream: string;
@@ -50,7 +52,9 @@ export function eventConsumerConfig(names: StreamNames): Partial<ConsumerConfig>
     durable_name: names.durable('webhooks'),
     ack_policy: AckPolicy.Explicit,
     deliver_policy: DeliverPolicy.All,
-    ack_wait: 30_000_000_000, // 30 s in ns
+    // WEBHOOK_ACK_WAIT (default 30 s): how long JetStream waits for a webhooks replica to record
+    // an event before it hands it to another (one that died or froze with it). In ns.
+    ack_wait: parseDuration(process.env.WEBHOOK_ACK_WAIT || '30s') * 1_000_000,
     max_ack_pending: 10_000,
     filter_subject: names.all,
   };

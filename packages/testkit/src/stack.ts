@@ -21,29 +21,36 @@ const ENTRY: Record<Part, string> = {
 };
 
 export interface Stack {
+  /** The first gateway replica. */
   baseUrl: string;
+  /** Every gateway replica (`replicas.gateway`, default 1), in order. */
+  gatewayUrls: string[];
+  /** Replicas started of each part. */
+  replicas: Record<Part, number>;
   env: Record<string, string>;
   db: TestDatabase;
   nats: TestNats;
-  /** Output of each part, for diagnosing a failing test. */
+  /** Output of each part (all its replicas), for diagnosing a failing test. */
   logs: Record<Part, string[]>;
-  /** Sends a signal to a part (e.g. SIGKILL) and waits for it to exit. */
-  kill(part: Part, signal?: NodeJS.Signals): Promise<void>;
+  /** Sends a signal to a part (e.g. SIGKILL) and waits for it to exit. `replica` defaults to 0. */
+  kill(part: Part, signal?: NodeJS.Signals, replica?: number): Promise<void>;
   /** Sends a signal without waiting (SIGSTOP/SIGCONT to freeze and thaw a part). */
-  signal(part: Part, signal: NodeJS.Signals): void;
+  signal(part: Part, signal: NodeJS.Signals, replica?: number): void;
   /** Starts a part again after kill(). */
-  restart(part: Part): Promise<void>;
+  restart(part: Part, replica?: number): Promise<void>;
   /** Whether a part's process is running (it has not exited since it was last started). */
-  alive(part: Part): boolean;
+  alive(part: Part, replica?: number): boolean;
+  /** The process id of a part's replica (while it runs). */
+  pid(part: Part, replica?: number): number | undefined;
   /** Runs the mcs CLI with the stack's environment; resolves its stdout. */
   cli(args: string[]): Promise<string>;
-  /** One /v1 request as a client makes it: Bearer `key`, JSON body. */
+  /** One /v1 request as a client makes it: Bearer `key`, JSON body; to gateway replica `replica` (0). */
   api(
     key: string,
     method: string,
     path: string,
     body?: unknown,
-    opts?: { signal?: AbortSignal },
+    opts?: { signal?: AbortSignal; replica?: number; headers?: Record<string, string> },
   ): Promise<ApiResponse>;
   /** `mcs accounts create` → the parsed JSON it prints. */
   createAccount(email?: string): Promise<AccountKeys>;
@@ -76,9 +83,10 @@ async function portFree(port: number): Promise<boolean> {
 }
 
 /** A base port with the next four free too, below the ephemeral range (PERF-NOTES.md). */
-async function freeBasePort(): Promise<number> {
+async function freeBasePort(taken: number[] = []): Promise<number> {
   for (let i = 0; i < 50; i++) {
     const base = 20_000 + Math.floor(Math.random() * 1_000) * 10;
+    if (taken.includes(base)) continue;
     const checks = await Promise.all([0, 1, 2, 3, 4].map((d) => portFree(base + d)));
     if (checks.every(Boolean)) return base;
   }
@@ -114,11 +122,26 @@ export async function startStack(
     databaseServerUrl?: string;
     /** NATS server for the fresh JetStream prefix (default: env NATS_URL, else the local one). */
     natsUrl?: string;
+    /**
+     * Processes of each part (default 1). Replica r of every part shares one port block: gateway
+     * replica r calls service replica r (so the calls of a load spread over both gateways reach
+     * both replicas of each service), while outbox relays and webhooks consumers share the work
+     * through PostgreSQL and JetStream. A part with fewer replicas than the gateway is called by
+     * the surplus gateways at its replica 0.
+     */
+    replicas?: Partial<Record<Part, number>>;
   } = {},
 ): Promise<Stack> {
   const db = await createTestDatabase(opts.databaseServerUrl);
   const nats = createTestNats(opts.natsUrl);
-  const base = await freeBasePort();
+  const replicas = Object.fromEntries(PARTS.map((p) => [p, Math.max(1, opts.replicas?.[p] ?? 1)])) as Record<
+    Part,
+    number
+  >;
+  const blocks = Math.max(...Object.values(replicas));
+  const bases: number[] = [];
+  for (let r = 0; r < blocks; r++) bases.push(await freeBasePort(bases));
+  const base = bases[0]!;
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? '',
     HOME: process.env.HOME ?? '/root',
@@ -133,22 +156,30 @@ export async function startStack(
     ...opts.env,
   };
   const logs = Object.fromEntries(PARTS.map((p) => [p, [] as string[]])) as Record<Part, string[]>;
-  const procs = new Map<Part, ChildProcess>();
-  const ports: Record<Part, number> = {
-    gateway: base,
-    accounts: base + 1,
-    commerce: base + 2,
-    messaging: base + 3,
-    webhooks: base + 4,
+  const procs = new Map<string, ChildProcess>();
+  const OFFSET: Record<Part, number> = { gateway: 0, accounts: 1, commerce: 2, messaging: 3, webhooks: 4 };
+  const portOf = (part: Part, replica: number) => bases[replica]! + OFFSET[part];
+  /** The environment of replica r: its own port block; services absent there are reached at block 0. */
+  const envOf = (replica: number): Record<string, string> => {
+    if (replica === 0) return env;
+    const own: Record<string, string> = { ...env, PORT: String(bases[replica]) };
+    for (const service of SERVICES) {
+      const key = `${service.toUpperCase()}_URL`;
+      if (env[key] !== undefined) continue;
+      const r = replica < replicas[service] ? replica : 0;
+      own[key] = `http://127.0.0.1:${portOf(service, r)}`;
+    }
+    return own;
   };
+  const id = (part: Part, replica: number) => `${part}#${replica}`;
 
-  async function launch(part: Part): Promise<void> {
+  async function launch(part: Part, replica = 0): Promise<void> {
     const child = spawn(process.execPath, [ENTRY[part]], {
       cwd: REPO_ROOT,
-      env,
+      env: envOf(replica),
       stdio: ['ignore', 'pipe', 'pipe'],
     });
-    procs.set(part, child);
+    procs.set(id(part, replica), child);
     const keep = (chunk: Buffer) => {
       logs[part].push(chunk.toString());
       if (logs[part].length > 500) logs[part].shift();
@@ -156,14 +187,20 @@ export async function startStack(
     child.stdout!.on('data', keep);
     child.stderr!.on('data', keep);
     try {
-      await waitForPort(ports[part], 60_000, () => child.exitCode === null && child.signalCode === null);
+      await waitForPort(
+        portOf(part, replica),
+        60_000,
+        () => child.exitCode === null && child.signalCode === null,
+      );
     } catch (err) {
-      throw new Error(`${part} did not start: ${(err as Error).message}\n${logs[part].join('')}`);
+      throw new Error(
+        `${id(part, replica)} did not start: ${(err as Error).message}\n${logs[part].join('')}`,
+      );
     }
   }
 
-  async function kill(part: Part, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
-    const child = procs.get(part);
+  async function kill(part: Part, signal: NodeJS.Signals = 'SIGTERM', replica = 0): Promise<void> {
+    const child = procs.get(id(part, replica));
     if (!child || child.exitCode !== null || child.signalCode !== null) return;
     const exited = new Promise<void>((r) => child.once('exit', () => r()));
     child.kill(signal);
@@ -185,26 +222,31 @@ export async function startStack(
     return out;
   }
 
+  const running = (child: ChildProcess | undefined): child is ChildProcess =>
+    child !== undefined && child.exitCode === null && child.signalCode === null;
   const stack: Stack = {
     baseUrl: `http://127.0.0.1:${base}`,
+    gatewayUrls: bases.slice(0, replicas.gateway).map((b) => `http://127.0.0.1:${b}`),
+    replicas,
     env,
     db,
     nats,
     logs,
     kill,
-    signal: (part, sig) => {
-      procs.get(part)?.kill(sig);
+    signal: (part, sig, replica = 0) => {
+      procs.get(id(part, replica))?.kill(sig);
     },
     restart: launch,
-    alive: (part) => {
-      const child = procs.get(part);
-      return child !== undefined && child.exitCode === null && child.signalCode === null;
+    alive: (part, replica = 0) => running(procs.get(id(part, replica))),
+    pid: (part, replica = 0) => {
+      const child = procs.get(id(part, replica));
+      return running(child) ? child.pid : undefined;
     },
     cli,
     async api(key, method, path, body, opts = {}) {
-      const res = await fetch(`http://127.0.0.1:${base}${path}`, {
+      const res = await fetch(`http://127.0.0.1:${portOf('gateway', opts.replica ?? 0)}${path}`, {
         method,
-        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...opts.headers },
         body: body === undefined ? undefined : JSON.stringify(body),
         ...(opts.signal ? { signal: opts.signal } : {}),
       });
@@ -220,14 +262,20 @@ export async function startStack(
     },
     async stop() {
       for (const child of procs.values()) child.kill('SIGCONT'); // a frozen part cannot stop
-      await Promise.all(PARTS.map((p) => kill(p, 'SIGTERM')));
+      await Promise.all(
+        PARTS.flatMap((p) => Array.from({ length: replicas[p] }, (_, r) => kill(p, 'SIGTERM', r))),
+      );
       await nats.drop().catch(() => {});
       await db.drop().catch(() => {});
     },
   };
   try {
+    // Replica 0 of each service first (the first start creates the stream and migrates), then the rest.
     await Promise.all(SERVICES.map((part) => launch(part)));
-    await launch('gateway');
+    await Promise.all(
+      SERVICES.flatMap((p) => Array.from({ length: replicas[p] - 1 }, (_, r) => launch(p, r + 1))),
+    );
+    await Promise.all(Array.from({ length: replicas.gateway }, (_, r) => launch('gateway', r)));
   } catch (err) {
     await stack.stop();
     throw err;
