@@ -7,9 +7,26 @@
 //
 // Every child runs in its own process group with its output prefixed by `[name]`. SIGINT/SIGTERM
 // stop the gateway, then the services, then NATS and PostgreSQL, and exit 0; a second signal
-// kills everything at once. A child that exits on its own takes the whole stack down (exit 1).
+// kills everything at once.
+//
+// Supervision: once the stack is up, a part that exits on its own (a crash, kill -9, OOM) is
+// started again after a back-off (scripts/lib/supervise.ts: 100 ms doubling up to 10 s, back to
+// 100 ms once it stayed up for 30 s), and each restart is logged. The others keep running: the
+// gateway answers 503 api_error for the routes of a service that is down. A Node part is ready
+// when it says so over an IPC channel (kit/server runProcess), and has a standby with its code
+// already loaded that takes over when it crashes (nodePart), so it is back in well under a
+// second. A part that keeps crashing — 5 restarts in a row that exit before they are ready, or
+// 10 crashes within a minute — stops the whole stack with a message naming it (exit 1). During
+// start-up, a part that exits is fatal at once (a bad configuration should not be retried).
 import { join, resolve } from 'node:path';
-import { baseEnvSchema, parseEnv, SERVICES, servicePort, serviceUrl } from '../packages/kit/src/config.ts';
+import {
+  baseEnvSchema,
+  parseDuration,
+  parseEnv,
+  SERVICES,
+  servicePort,
+  serviceUrl,
+} from '../packages/kit/src/config.ts';
 import { watchLauncher } from './lib/launcher.ts';
 import { findNatsServer, startNats } from './lib/nats.ts';
 import { startEmbeddedPostgres } from './lib/postgres.ts';
@@ -24,26 +41,55 @@ import {
   StartupError,
   spawnChild,
   stopChild,
-  waitForPort,
+  waitForReady,
 } from './lib/proc.ts';
+import { CrashHistory } from './lib/supervise.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const DATA_DIR = join(ROOT, '.data');
 const READY_TIMEOUT_MS = 60_000;
-const STOP_GRACE_MS = 10_000;
 
 const { HOST, PORT } = parseEnv(baseEnvSchema.pick({ HOST: true, PORT: true }));
+// The webhooks service drains its delivery attempts (each at most WEBHOOK_TIMEOUT) on SIGTERM:
+// give every part that long and 5 s more before killing it.
+const STOP_GRACE_MS = (() => {
+  try {
+    return parseDuration(process.env.WEBHOOK_TIMEOUT ?? '10s') + 5_000;
+  } catch {
+    return 15_000;
+  }
+})();
 
 let shuttingDown = false;
 const startup = new AbortController();
-let postgres: Child | undefined;
 let initdb: Promise<void> | undefined;
-let nats: Child | undefined;
-const services: Child[] = [];
-let gateway: Child | undefined;
+
+/**
+ * A supervised child: `launch` spawns it (handing the child over at once through `spawned`, so
+ * a shutdown can stop it while it starts) and resolves once it accepts connections.
+ */
+interface Part {
+  name: string;
+  launch(spawned: (child: Child) => void): Promise<void>;
+  child?: Child;
+  history: CrashHistory;
+  /** A Node part's standby: its code loaded, waiting to take over (see nodePart). */
+  standby?: Child;
+  /** Called once the part is ready: prepares its next standby. */
+  ready?(): void;
+}
+
+let postgres: Part | undefined;
+let nats: Part | undefined;
+const services: Part[] = [];
+let gateway: Part | undefined;
+/** Up: exits are crashes to restart from now on (during start-up they are fatal). */
+let supervising = false;
 
 function allChildren(): Child[] {
-  return [gateway, ...services, nats, postgres].filter((c): c is Child => c !== undefined);
+  return [gateway, ...services, nats, postgres]
+    .flatMap((part) => [part?.child, part?.standby])
+    .filter((c): c is Child => c !== undefined);
 }
 
 /** Thrown at a start-up step reached after shutdown began: stop quietly. */
@@ -52,14 +98,75 @@ function checkpoint(): void {
   if (shuttingDown) throw new Aborted();
 }
 
-/** A child that exits while we are not shutting down is fatal. */
-function watch(child: Child): Child {
-  void child.exited.then((exit) => {
-    if (shuttingDown) return;
-    log.error(`${child.name} exited unexpectedly (${describeExit(exit)})`);
-    void shutdown(1);
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Starts a part for the first time: an exit from then on is fatal until the stack is up. */
+async function first(part: Part): Promise<void> {
+  checkpoint();
+  await part.launch((child) => {
+    part.child = child;
+    void child.exited.then((exit) => {
+      if (shuttingDown || supervising || part.child !== child) return;
+      log.error(`${part.name} exited unexpectedly during start-up (${describeExit(exit)})`);
+      void shutdown(1);
+    });
   });
-  return child;
+  part.history.ready(Date.now());
+  log.info(`${part.name} is up (pid ${part.child?.proc.pid})`);
+  part.ready?.();
+}
+
+/** Restarts `part` whenever it exits on its own, until the stack stops or it keeps crashing. */
+async function supervise(part: Part): Promise<void> {
+  for (;;) {
+    const child = part.child;
+    if (!child) return;
+    const exit = await child.exited;
+    if (shuttingDown) return;
+    const crashedAt = Date.now();
+    let ready = true;
+    let last = describeExit(exit);
+    let attempt = 0;
+    for (;;) {
+      const decision = part.history.crashed(Date.now(), ready);
+      if (!decision.restart) {
+        log.error(
+          `${part.name} keeps crashing (${decision.reason}; last exit: ${last}): stopping the stack. ` +
+            `Its [${part.name}] lines above say why.`,
+        );
+        void shutdown(1);
+        return;
+      }
+      attempt++;
+      log.error(
+        `${part.name} exited unexpectedly (${last}); restarting it in ${decision.delayMs / 1000} s` +
+          (attempt > 1 ? ` (attempt ${attempt})` : ''),
+      );
+      await sleep(decision.delayMs);
+      if (shuttingDown) return;
+      try {
+        await part.launch((c) => {
+          part.child = c;
+        });
+        part.history.ready(Date.now());
+        log.info(
+          `${part.name} restarted (pid ${part.child?.proc.pid}), up ${((Date.now() - crashedAt) / 1000).toFixed(1)} s after it exited`,
+        );
+        part.ready?.();
+        break;
+      } catch (err) {
+        if (shuttingDown) return;
+        ready = false;
+        const failed = part.child?.exit;
+        last = failed ? describeExit(failed) : (err as Error).message;
+        // Not yet listening and not exited (a start-up time-out): do not leave it running.
+        if (part.child && !part.child.exit) {
+          killChild(part.child);
+          await part.child.exited;
+        }
+      }
+    }
+  }
 }
 
 async function shutdown(code: number): Promise<never> {
@@ -67,12 +174,16 @@ async function shutdown(code: number): Promise<never> {
     shuttingDown = true;
     startup.abort();
     log.info('stopping…');
-    if (gateway) await stopChild(gateway, STOP_GRACE_MS);
-    await Promise.all(services.map((child) => stopChild(child, STOP_GRACE_MS)));
-    if (nats) await stopChild(nats, STOP_GRACE_MS);
+    const stop = async (part: Part | undefined) => {
+      if (part?.standby) await stopChild(part.standby, STOP_GRACE_MS);
+      if (part?.child) await stopChild(part.child, STOP_GRACE_MS);
+    };
+    await stop(gateway);
+    await Promise.all(services.map(stop));
+    await stop(nats);
     // Let a first-run initdb finish rather than orphan it mid-way (start-up stops right after it).
     await initdb?.catch(() => {});
-    if (postgres) await stopChild(postgres, STOP_GRACE_MS);
+    await stop(postgres);
     log.info(code === 0 ? 'stopped' : `stopped (exit ${code})`);
     process.exit(code);
   }
@@ -118,6 +229,42 @@ function urlHost(host: string): string {
   return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
 }
 
+/**
+ * A Node part (a service or the gateway). Once it is ready, a standby is spawned with
+ * MCS_STANDBY=1: it loads the part's code (half of a start on a busy machine) and waits (kit/server
+ * runProcess). When the part crashes, the standby is told to start, so the part is back in about
+ * the time its start-up itself takes; a fresh standby follows once it is ready.
+ */
+function nodePart(name: string, entry: string, env: NodeJS.ProcessEnv): Part {
+  const part: Part = {
+    name,
+    history: new CrashHistory(),
+    async launch(spawned) {
+      let child = part.standby;
+      part.standby = undefined;
+      if (child && !child.exit) child.proc.send({ mcs: 'go' });
+      else child = spawnChild(name, process.execPath, [entry], { cwd: ROOT, env, ipc: true });
+      spawned(child);
+      // Ready when it says so (it listens and has started everything), not merely when its port
+      // accepts: something else may hold the port.
+      await waitForReady({ what: name, child, timeoutMs: READY_TIMEOUT_MS, signal: startup.signal });
+    },
+    ready() {
+      if (shuttingDown || part.standby) return;
+      const standby = spawnChild(name, process.execPath, [entry], {
+        cwd: ROOT,
+        env: { ...env, MCS_STANDBY: '1' },
+        ipc: true,
+      });
+      part.standby = standby;
+      void standby.exited.then(() => {
+        if (part.standby === standby) part.standby = undefined;
+      });
+    },
+  };
+  return part;
+}
+
 async function main(): Promise<void> {
   const gatewayHost = connectHost(HOST);
   const listeners = [
@@ -138,68 +285,62 @@ async function main(): Promise<void> {
 
   const natsBinary = process.env.NATS_URL ? undefined : findNatsServer();
   const env: NodeJS.ProcessEnv = { ...process.env };
+  // V8's code cache for every part: a restarted part is back sooner (about a quarter of its start).
+  env.NODE_COMPILE_CACHE ??= join(DATA_DIR, 'compile-cache');
 
   if (process.env.DATABASE_URL) {
     log.info('using DATABASE_URL');
   } else {
     log.info('starting embedded PostgreSQL (.data/postgres, port 5439)');
-    env.DATABASE_URL = await startEmbeddedPostgres({
-      dataDir: join(DATA_DIR, 'postgres'),
-      cwd: ROOT,
-      signal: startup.signal,
-      onInitialise: (running) => {
-        initdb = running;
+    postgres = {
+      name: 'postgres',
+      history: new CrashHistory(),
+      async launch(spawned) {
+        env.DATABASE_URL = await startEmbeddedPostgres({
+          dataDir: join(DATA_DIR, 'postgres'),
+          cwd: ROOT,
+          signal: startup.signal,
+          onInitialise: (running) => {
+            initdb = running;
+          },
+          onSpawn: spawned,
+        });
       },
-      onSpawn: (child) => {
-        postgres = watch(child);
-      },
-    });
+    };
+    await first(postgres);
   }
 
   if (!natsBinary) {
     log.info('using NATS_URL');
   } else {
     log.info('starting nats-server (.data/nats, port 4229)');
-    env.NATS_URL = await startNats({
-      binary: natsBinary,
-      storeDir: join(DATA_DIR, 'nats'),
-      cwd: ROOT,
-      signal: startup.signal,
-      onSpawn: (child) => {
-        nats = watch(child);
+    nats = {
+      name: 'nats',
+      history: new CrashHistory(),
+      async launch(spawned) {
+        env.NATS_URL = await startNats({
+          binary: natsBinary,
+          storeDir: join(DATA_DIR, 'nats'),
+          cwd: ROOT,
+          signal: startup.signal,
+          onSpawn: spawned,
+        });
       },
-    });
+    };
+    await first(nats);
   }
 
   for (const name of SERVICES) {
-    checkpoint();
-    const child = watch(
-      spawnChild(name, process.execPath, [join('services', name, 'src', 'main.ts')], { cwd: ROOT, env }),
-    );
-    services.push(child);
-    await waitForPort({
-      what: name,
-      host: connectHost(new URL(serviceUrl(name, env)).hostname),
-      port: servicePort(name, env),
-      timeoutMs: READY_TIMEOUT_MS,
-      child,
-      signal: startup.signal,
-    });
+    const part = nodePart(name, join('services', name, 'src', 'main.ts'), env);
+    services.push(part);
+    await first(part);
   }
 
+  gateway = nodePart('gateway', join('gateway', 'src', 'main.ts'), env);
+  await first(gateway);
   checkpoint();
-  gateway = watch(
-    spawnChild('gateway', process.execPath, [join('gateway', 'src', 'main.ts')], { cwd: ROOT, env }),
-  );
-  await waitForPort({
-    what: 'gateway',
-    host: gatewayHost,
-    port: PORT,
-    timeoutMs: READY_TIMEOUT_MS,
-    child: gateway,
-    signal: startup.signal,
-  });
-  checkpoint();
+  supervising = true;
+  for (const part of [postgres, nats, ...services, gateway]) if (part) void supervise(part);
   process.stdout.write(`mcs is up: http://${urlHost(HOST)}:${PORT}\n`);
 }
 

@@ -218,6 +218,9 @@ export function createHandler(deps: GatewayDeps) {
       if (rendered.body.error.type === 'api_error') {
         // A client that hung up mid-request is not our fault; anything else is.
         if (req.destroyed) log.info({ requestId, method, path }, 'client went away');
+        // A service down or restarting: one short line per request, not a stack each.
+        else if (rendered.code === 'service_unavailable')
+          log.warn({ requestId, method, path, err: (err as Error).message }, 'service unavailable');
         else log.error({ err, requestId, method, path }, 'request failed');
         rendered.body.error.message = `${rendered.body.error.message} (Request-Id ${requestId})`;
       }

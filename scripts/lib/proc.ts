@@ -77,6 +77,8 @@ export type SpawnOptions = {
   killSignal?: NodeJS.Signals;
   /** Sees every line the child writes to stderr. */
   onStderrLine?: (line: string) => void;
+  /** Opens an IPC channel: a Node part reports on it that it is ready (kit/server runProcess). */
+  ipc?: boolean;
 };
 
 /**
@@ -87,7 +89,7 @@ export function spawnChild(name: string, command: string, args: string[], option
   const proc = spawn(command, args, {
     cwd: options.cwd,
     env: options.env,
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: options.ipc ? ['ignore', 'pipe', 'pipe', 'ipc'] : ['ignore', 'pipe', 'pipe'],
     detached: true,
     ...(options.uid === undefined ? {} : { uid: options.uid }),
     ...(options.gid === undefined ? {} : { gid: options.gid }),
@@ -177,6 +179,43 @@ export function portOpen(host: string, port: number, timeoutMs = 1000): Promise<
 }
 
 export class StartupError extends Error {}
+
+/**
+ * Resolves once `child` (spawned with `ipc`) reports that it is ready: it has started every part
+ * and listens (kit/server runProcess sends `{ mcs: 'ready' }`). Rejects with a StartupError after
+ * `timeoutMs`, as soon as the child exits, or when `signal` is aborted.
+ */
+export function waitForReady(opts: {
+  what: string;
+  child: Child;
+  timeoutMs: number;
+  signal?: AbortSignal;
+}): Promise<void> {
+  const { child } = opts;
+  return new Promise<void>((resolve, reject) => {
+    const done = (err?: Error) => {
+      clearTimeout(timer);
+      child.proc.off('message', onMessage);
+      opts.signal?.removeEventListener('abort', onAbort);
+      if (err) reject(err);
+      else resolve();
+    };
+    const onMessage = (message: unknown) => {
+      if ((message as { mcs?: unknown } | null)?.mcs === 'ready') done();
+    };
+    const onAbort = () => done(new StartupError('start-up aborted'));
+    const timer = setTimeout(
+      () => done(new StartupError(`${opts.what} was not ready within ${opts.timeoutMs / 1000} s`)),
+      opts.timeoutMs,
+    );
+    child.proc.on('message', onMessage);
+    opts.signal?.addEventListener('abort', onAbort);
+    void child.exited.then((exit) =>
+      done(new StartupError(`${opts.what} exited (${describeExit(exit)}) before it was ready`)),
+    );
+    if (opts.signal?.aborted) onAbort();
+  });
+}
 
 /**
  * Resolves once host:port accepts connections. Rejects with a StartupError after `timeoutMs`,

@@ -79,6 +79,11 @@ export function renderConnectError(err: unknown, docsUrl: string): RenderedError
     case Code.DeadlineExceeded:
     case Code.Canceled:
       return renderError('service_unavailable', docsUrl);
+    case Code.Aborted:
+      // Raised by the client itself, not sent by the service: the connection to it broke
+      // mid-call (ECONNRESET: a killed or restarting process). Retrying is safe with an
+      // Idempotency-Key.
+      return renderError(ce.isWireError ? 'api_error' : 'service_unavailable', docsUrl);
     case Code.Unauthenticated:
       return renderError('api_key_invalid', docsUrl);
     case Code.PermissionDenied:

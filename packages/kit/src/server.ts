@@ -136,12 +136,27 @@ export async function startConnectServer(opts: {
  * (which stops the parts in reverse order of start). A second signal exits at once.
  */
 export async function runProcess(log: Logger, start: () => Promise<() => Promise<void>>): Promise<void> {
+  // A standby of `pnpm start` (MCS_STANDBY=1): its code is loaded, and it starts when the
+  // supervisor says so (the part it stands in for crashed), or leaves with the supervisor.
+  if (process.send && process.env.MCS_STANDBY === '1') {
+    await new Promise<void>((resolve) => {
+      process.on('disconnect', () => process.exit(0));
+      process.on('message', (m: { mcs?: unknown } | null) => {
+        if (m?.mcs === 'go') resolve();
+      });
+    });
+  }
   let stop: () => Promise<void>;
   try {
     stop = await start();
   } catch (err) {
     log.fatal({ err }, 'failed to start');
     process.exit(1);
+  }
+  // Started by `pnpm start` (scripts/start.ts), which supervises over an IPC channel: say we are up.
+  if (process.send) {
+    process.send({ mcs: 'ready' });
+    process.channel?.unref();
   }
   let stopping = false;
   const onSignal = (signal: string) => {
