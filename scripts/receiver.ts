@@ -12,6 +12,11 @@ const port = Number(process.argv[2] ?? 3000);
 
 http
   .createServer((req, res) => {
+    // Anything but a POST is someone checking that the receiver is up (the README waits so).
+    if (req.method !== 'POST') {
+      res.writeHead(200, { 'content-type': 'text/plain' }).end('mcs receiver: POST webhooks here\n');
+      return;
+    }
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {

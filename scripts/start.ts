@@ -21,6 +21,7 @@
 import { join, resolve } from 'node:path';
 import {
   baseEnvSchema,
+  booleanFlag,
   parseDuration,
   parseEnv,
   SERVICES,
@@ -341,7 +342,32 @@ async function main(): Promise<void> {
   checkpoint();
   supervising = true;
   for (const part of [postgres, nats, ...services, gateway]) if (part) void supervise(part);
-  process.stdout.write(`mcs is up: http://${urlHost(HOST)}:${PORT}\n`);
+  process.stdout.write(readyLines(`http://${urlHost(HOST)}:${PORT}`));
+}
+
+/**
+ * What a new user needs once the stack answers: where the docs, the dashboard and the CLI are,
+ * and which of the settings that production must never have are on.
+ */
+function readyLines(base: string): string {
+  // Read as the webhooks service reads them (it refuses to start on a value that is not a flag).
+  const on = (name: string) => booleanFlag.safeParse(process.env[name]).data === true;
+  const unsafe = [
+    on('WEBHOOK_ALLOW_HTTP') && 'WEBHOOK_ALLOW_HTTP (http:// endpoint URLs accepted)',
+    on('WEBHOOK_ALLOW_PRIVATE_NETWORKS') &&
+      'WEBHOOK_ALLOW_PRIVATE_NETWORKS (deliveries may reach loopback and private addresses)',
+  ].filter((x): x is string => typeof x === 'string');
+  const docs = process.env.DOCS_URL || `${base}/docs`;
+  return [
+    `mcs is up: ${base}`,
+    `  API docs:  ${docs}`,
+    `  Dashboard: ${base}/dashboard`,
+    '  CLI:       pnpm mcs --help (first: pnpm mcs accounts create --email you@example.com)',
+    unsafe.length
+      ? `  Unsafe local settings ON, never use them in production: ${unsafe.join('; ')}`
+      : '  Unsafe local settings: none (endpoints must be public https:// URLs; for local receivers set WEBHOOK_ALLOW_HTTP=true WEBHOOK_ALLOW_PRIVATE_NETWORKS=true)',
+    '',
+  ].join('\n');
 }
 
 main().catch((err: unknown) => {

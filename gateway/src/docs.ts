@@ -81,6 +81,11 @@ export function createPages(openapi: Record<string, unknown>, ready?: () => Prom
       );
       return true;
     }
+    if (path === '/') {
+      // A person opening the bare address lands on the API reference, not a 404 envelope.
+      res.writeHead(302, { location: '/docs', 'content-length': '0' }).end();
+      return true;
+    }
     let type = 'text/html; charset=utf-8';
     let body: string;
     if (path === '/docs/errors') body = errors;

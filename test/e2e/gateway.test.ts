@@ -231,6 +231,21 @@ describe('errors', () => {
     const ready = await fetch(`${stack.baseUrl}/readyz`);
     expect(ready.status).toBe(200);
   });
+
+  it('sends the bare address to the API reference', async () => {
+    const root = await fetch(`${stack.baseUrl}/`, { redirect: 'manual' });
+    expect(root.status).toBe(302);
+    expect(root.headers.get('location')).toBe('/docs');
+  });
+
+  it('says which setting allows a local http:// endpoint it refuses', async () => {
+    const res = await call('POST', '/v1/webhooks', {
+      body: { url: 'http://127.0.0.1:3000/hooks', events: ['order.created'] },
+    });
+    expectError(res, 400, 'invalid_request_error', 'invalid_url', 'url');
+    expect(res.json.error.message).toContain('url must use https://.');
+    expect(res.json.error.message).toContain('WEBHOOK_ALLOW_HTTP=true');
+  });
 });
 
 describe('updates', () => {

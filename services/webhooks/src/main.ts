@@ -32,7 +32,11 @@ await runProcess(log, async () => {
   if (generated)
     log.warn({ keyFile }, 'WEBHOOK_SECRETS_KEY not set: sealing secrets with a key kept on local disk');
   const box = createSecretBox(key);
-  const policy = { allowHttp: env.WEBHOOK_ALLOW_HTTP, allowPrivate: env.WEBHOOK_ALLOW_PRIVATE_NETWORKS };
+  const policy = {
+    allowHttp: env.WEBHOOK_ALLOW_HTTP,
+    allowPrivate: env.WEBHOOK_ALLOW_PRIVATE_NETWORKS,
+    hints: process.env.NODE_ENV !== 'production',
+  };
 
   const database = createDatabase(env.DATABASE_URL, { name: 'webhooks', max: 24 });
   await migrateWebhooks(database);

@@ -31,6 +31,19 @@ describe('validateUrl', () => {
     );
   });
 
+  it('names the setting that allows a refused local URL only where hints are on', async () => {
+    const quiet = await apiErrorOf(validateUrl('http://127.0.0.1:3000/hooks', strict));
+    expect(quiet.err.rawMessage).toBe('url must use https://.');
+    const told = await apiErrorOf(validateUrl('http://127.0.0.1:3000/hooks', { ...strict, hints: true }));
+    expect(told.err.rawMessage).toContain('WEBHOOK_ALLOW_HTTP=true');
+    const https = await apiErrorOf(validateUrl('https://127.0.0.1/hooks', { ...strict, hints: true }));
+    expect(https.err.rawMessage).toContain('url must point at a public host.');
+    expect(https.err.rawMessage).toContain('WEBHOOK_ALLOW_PRIVATE_NETWORKS=true');
+    // ftp:// can never be allowed, so no setting is named.
+    const ftp = await apiErrorOf(validateUrl('ftp://93.184.215.14/', { ...strict, hints: true }));
+    expect(ftp.err.rawMessage).toBe('url must use https://.');
+  });
+
   it('refuses other schemes, credentials, garbage', async () => {
     for (const url of [
       'ftp://93.184.215.14/',

@@ -25,6 +25,11 @@ export interface EndpointPolicy {
   allowPrivate: boolean;
   /** Resolver for the URL check (tests inject a slow one); default the system's. */
   lookup?: LookupAll;
+  /**
+   * Whether a refused URL names the setting that would allow it. On outside production
+   * (NODE_ENV), where the person adding an endpoint is the one running the stack.
+   */
+  hints?: boolean;
 }
 
 /**
@@ -73,7 +78,11 @@ export async function validateUrl(raw: string, policy: EndpointPolicy): Promise<
     });
   }
   if (url.protocol !== 'https:' && !(policy.allowHttp && url.protocol === 'http:')) {
-    throw apiError('invalid_url', { param, message: 'url must use https://.' });
+    const hint =
+      policy.hints && url.protocol === 'http:'
+        ? ' To try a local http:// receiver, start the stack with WEBHOOK_ALLOW_HTTP=true (and WEBHOOK_ALLOW_PRIVATE_NETWORKS=true for 127.0.0.1 or localhost); never in production.'
+        : '';
+    throw apiError('invalid_url', { param, message: `url must use https://.${hint}` });
   }
   if (url.username || url.password) {
     throw apiError('invalid_url', { param, message: 'url must not contain credentials.' });
@@ -81,8 +90,12 @@ export async function validateUrl(raw: string, policy: EndpointPolicy): Promise<
   if (url.hash) throw apiError('invalid_url', { param, message: 'url must not contain a fragment.' });
   const host = hostOf(url);
   if (!policy.allowPrivate) {
-    if (isLocalName(host))
-      throw apiError('invalid_url', { param, message: 'url must point at a public host.' });
+    const notPublic = `url must point at a public host.${
+      policy.hints
+        ? ' To try a receiver on this machine or a private network, start the stack with WEBHOOK_ALLOW_PRIVATE_NETWORKS=true; never in production.'
+        : ''
+    }`;
+    if (isLocalName(host)) throw apiError('invalid_url', { param, message: notPublic });
     try {
       await resolveAllowed(host, false, {
         timeoutMs: URL_LOOKUP_TIMEOUT_MS,
@@ -90,7 +103,7 @@ export async function validateUrl(raw: string, policy: EndpointPolicy): Promise<
       });
     } catch (err) {
       if (err instanceof ForbiddenTargetError) {
-        throw apiError('invalid_url', { param, message: 'url must point at a public host.' });
+        throw apiError('invalid_url', { param, message: notPublic });
       }
       // A name that does not resolve yet (or not within URL_LOOKUP_TIMEOUT_MS) is accepted;
       // each attempt checks again.
