@@ -94,8 +94,13 @@ function endpointView(ep: webhooks.WebhookEndpoint): EndpointView {
     events: ep.events,
     description: ep.description ?? null,
     status: endpointStatus(ep.status),
+    disabledReason:
+      ep.disabledReason === undefined
+        ? null
+        : enumValueName(webhooks.DisabledReasonSchema, ep.disabledReason),
     failingSince: dateOf(ep.failingSince),
     lastError: ep.lastError ?? null,
+    maxRate: ep.maxRate ?? null,
     createdAt: dateOf(ep.createdAt),
   };
 }

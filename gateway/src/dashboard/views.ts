@@ -50,8 +50,12 @@ export interface EndpointView {
   events: string[];
   description: string | null;
   status: EndpointStatus;
+  /** While disabled: "gone" (the receiver answered 410) or "manual". */
+  disabledReason: string | null;
   failingSince: Date | null;
   lastError: string | null;
+  /** Deliveries per second at most; null: unlimited. */
+  maxRate: number | null;
   createdAt: Date | null;
 }
 
@@ -206,7 +210,10 @@ function healthNote(ep: EndpointView): SafeHtml {
       return html`<div class="note bad"><strong>Deliveries are stopped:</strong> every retry of a delivery
 failed, so nothing is sent to this endpoint until you re-enable it. ${detail}</div>`;
     case 'disabled':
-      return html`<div class="note off">Disabled: nothing is sent and new events are not recorded for it.</div>`;
+      return ep.disabledReason === 'gone'
+        ? html`<div class="note bad"><strong>Disabled: the receiver answered 410 Gone.</strong> Nothing is sent
+and new events are not recorded for it until you re-enable it. ${detail}</div>`
+        : html`<div class="note off">Disabled: nothing is sent and new events are not recorded for it.</div>`;
     case 'enabled':
       return ep.failingSince
         ? html`<div class="note warn">Deliveries are failing and being retried. ${detail}</div>`
@@ -224,11 +231,13 @@ function endpointCard(viewer: Viewer, ep: EndpointView): SafeHtml {
   const path = endpointPath(ep.id);
   const canEnable = ep.status === 'unhealthy' || ep.status === 'disabled';
   return html`<article class="card endpoint ${ep.status}" id="${ep.id}" data-status="${ep.status}">
-<div class="row"><span class="url">${ep.url}</span><span class="badge ${ep.status}">${STATUS_LABEL[ep.status]}</span></div>
+<div class="row"><span class="url">${ep.url}</span><span class="badge ${ep.status}">${STATUS_LABEL[ep.status]}${ep.disabledReason === 'gone' ? ' (410 Gone)' : ''}</span></div>
 <p class="meta"><span class="mono">${ep.id}</span> · added ${time(ep.createdAt)}${
     ep.description ? html` · <span class="description">${ep.description}</span>` : ''
   }</p>
-<div class="row">${ep.events.map((e) => html`<span class="chip">${e === '*' ? '* (all events)' : e}</span>`)}</div>
+<div class="row">${ep.events.map((e) => html`<span class="chip">${e === '*' ? '* (all resource events)' : e}</span>`)}${
+    ep.maxRate !== null ? html`<span class="chip">at most ${ep.maxRate}/s</span>` : ''
+  }</div>
 ${healthNote(ep)}
 <div class="actions">
 ${canEnable ? postButton(viewer, `${path}/enable`, 'Re-enable', 'primary') : ''}
@@ -254,7 +263,7 @@ ${csrfField(viewer)}<input type="hidden" name="idempotency_key" value="${idempot
 ${['*', ...eventTypes].map(
   (t) =>
     html`<label><input type="checkbox" name="events" value="${t}"${chosen.has(t) ? ' checked' : ''}> ${
-      t === '*' ? html`<span><code>*</code> all events</span>` : html`<code>${t}</code>`
+      t === '*' ? html`<span><code>*</code> all resource events</span>` : html`<code>${t}</code>`
     }</label>`,
 )}
 </div></fieldset>

@@ -6,6 +6,7 @@ import { file_mcs_accounts_v1_accounts } from './gen/mcs/accounts/v1/accounts_pb
 import { file_mcs_commerce_v1_commerce } from './gen/mcs/commerce/v1/commerce_pb.js';
 import { file_mcs_events_v1_events } from './gen/mcs/events/v1/events_pb.js';
 import { file_mcs_messaging_v1_messaging } from './gen/mcs/messaging/v1/messaging_pb.js';
+import { file_mcs_webhooks_v1_endpoint } from './gen/mcs/webhooks/v1/endpoint_pb.js';
 import { file_mcs_webhooks_v1_webhooks } from './gen/mcs/webhooks/v1/webhooks_pb.js';
 
 export * as accounts from './gen/mcs/accounts/v1/accounts_pb.js';
@@ -13,7 +14,7 @@ export * as api from './gen/mcs/api/v1/annotations_pb.js';
 export * as commerce from './gen/mcs/commerce/v1/commerce_pb.js';
 export * as events from './gen/mcs/events/v1/events_pb.js';
 export * as messaging from './gen/mcs/messaging/v1/messaging_pb.js';
-export * as webhooks from './gen/mcs/webhooks/v1/webhooks_pb.js';
+export * as webhooks from './webhooks.ts';
 
 /** Every mcs proto file; add a new file here and it joins the REST API. */
 export const files = [
@@ -21,6 +22,7 @@ export const files = [
   file_mcs_commerce_v1_commerce,
   file_mcs_events_v1_events,
   file_mcs_messaging_v1_messaging,
+  file_mcs_webhooks_v1_endpoint,
   file_mcs_webhooks_v1_webhooks,
 ];
 

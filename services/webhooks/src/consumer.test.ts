@@ -120,6 +120,7 @@ describe('fan-out (recordEvents)', () => {
         body: envelopeBody(ev),
         attempts: 0,
         scheduleStart: 0,
+        maxRate: null,
       });
     }
     // The unhealthy endpoint gets its deliveries listed as skipped, and nothing to attempt.

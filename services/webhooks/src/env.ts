@@ -21,6 +21,11 @@ const schema = baseEnvSchema.extend({
         return z.NEVER;
       }
     }),
+  /**
+   * The early warning: one e-mail once an endpoint has been failing this long without a success
+   * (or has spent half the retries of a delivery), before it turns unhealthy.
+   */
+  WEBHOOK_WARN_AFTER: duration.default(3_600_000),
   WEBHOOK_ALLOW_HTTP: booleanFlag,
   WEBHOOK_ALLOW_PRIVATE_NETWORKS: booleanFlag,
   /** 32 bytes, base64 or hex: seals endpoint signing secrets at rest. */

@@ -63,11 +63,12 @@ await runProcess(log, async () => {
     sender,
     log,
     schedule: env.WEBHOOK_RETRY_SCHEDULE,
+    warnAfterMs: env.WEBHOOK_WARN_AFTER,
     timeoutMs: env.WEBHOOK_TIMEOUT,
     leaseMarginMs: env.WEBHOOK_LEASE_MARGIN,
     concurrency: env.WEBHOOK_CONCURRENCY,
     perEndpoint: env.WEBHOOK_ENDPOINT_CONCURRENCY,
-    onUnhealthy: () => mailer.wake(),
+    onNotify: () => mailer.wake(),
   });
   const consumer = await startConsumer({
     nc,

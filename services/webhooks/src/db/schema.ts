@@ -15,6 +15,7 @@ export const idempotencyKeys = idempotencyTable(webhooks);
 const ts = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
 
 export type EndpointStatus = 'enabled' | 'unhealthy' | 'disabled';
+export type DisabledReason = 'gone' | 'manual';
 
 export const endpoints = webhooks.table(
   'endpoints',
@@ -29,8 +30,21 @@ export const endpoints = webhooks.table(
     status: text('status').$type<EndpointStatus>().notNull(),
     /** AES-256-GCM sealed signing secret (see domain/secrets.ts); never stored in clear. */
     secretSealed: bytea('secret_sealed').notNull(),
+    /** While status is 'disabled': 'gone' (the receiver answered 410) or 'manual'. */
+    disabledReason: text('disabled_reason').$type<DisabledReason>(),
     failingSince: ts('failing_since'),
     lastError: text('last_error'),
+    /** When the early-warning e-mail of the current failing stretch was written (one per stretch). */
+    warnedAt: ts('warned_at'),
+    /** A 410 answer disables the endpoint at once (else it is an ordinary failure). */
+    disableOnGone: boolean('disable_on_gone').notNull().default(true),
+    /** Deliveries started per second at most; null: unlimited. */
+    maxRate: integer('max_rate'),
+    /**
+     * A 429/503 answer's Retry-After: no attempt to this endpoint starts before then (its
+     * pending deliveries are moved there, and fan-out schedules new ones there).
+     */
+    pausedUntil: ts('paused_until'),
     createdAt: ts('created_at').notNull(),
     updatedAt: ts('updated_at').notNull(),
   },
@@ -107,7 +121,10 @@ export const attempts = webhooks.table(
   (t) => [uniqueIndex('attempts_delivery_idx').on(t.deliveryId, t.number)],
 );
 
-/** Mail outbox: one row per unhealthy transition; the mailer sends each once. */
+/**
+ * Mail outbox: one row per transition that mails the account (unhealthy, disabled by a 410,
+ * failing for a while: domain/health.ts); the mailer sends each once.
+ */
 export const notifications = webhooks.table(
   'notifications',
   {

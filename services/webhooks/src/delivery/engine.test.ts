@@ -163,10 +163,13 @@ describe('delivery engine', () => {
     );
     expect(ep.rows[0]).toMatchObject({ status: 'unhealthy', last_error: 'HTTP 500' });
     expect(ep.rows[0].failing_since).toBeInstanceOf(Date);
-    const notes = await db.pool.query('select * from webhooks.notifications where endpoint_id = $1', [
-      endpoint.id,
-    ]);
-    expect(notes.rows).toHaveLength(1);
+    // One e-mail per transition: the early warning (half the retries spent: attempt 4), then unhealthy.
+    const notes = await db.pool.query(
+      'select kind, detail from webhooks.notifications where endpoint_id = $1 order by created_at',
+      [endpoint.id],
+    );
+    expect(notes.rows.map((n) => n.kind)).toEqual(['endpoint_failing', 'endpoint_unhealthy']);
+    expect(JSON.parse(notes.rows[0].detail)).toMatchObject({ attempts: 4, lastError: 'HTTP 500' });
     // Nothing more is sent, and new events for it are recorded as not delivered.
     const later = await emit(caller, engine);
     expect(later.queued).toEqual([]);
@@ -272,11 +275,16 @@ describe('delivery engine', () => {
     await until(async () => (await deliveryRow(queued[0]!.deliveryId)).status === 'succeeded');
   });
 
-  it('calls onUnhealthy once per transition; a resend after re-enabling runs the schedule again', async () => {
+  it('calls onNotify once per transition; a resend after re-enabling runs the schedule again', async () => {
     const r = await receiver();
     r.reply = () => ({ status: 500 });
     const unhealthy: string[] = [];
-    const engine = setup({ schedule: [50, 50, 50, 50, 50], onUnhealthy: (id) => unhealthy.push(id) });
+    const engine = setup({
+      schedule: [50, 50, 50, 50, 50],
+      onNotify: (id, transition) => {
+        if (transition === 'unhealthy') unhealthy.push(id);
+      },
+    });
     const { caller, endpoint } = await endpointFor(r.url);
     const { queued } = await emit(caller, engine);
     const id = queued[0]!.deliveryId;
@@ -293,10 +301,17 @@ describe('delivery engine', () => {
     });
     expect(row).toMatchObject({ attempts: 12, schedule_start: 6 });
     expect(unhealthy).toEqual([endpoint.id, endpoint.id]);
-    const notes = await db.pool.query('select id from webhooks.notifications where endpoint_id = $1', [
-      endpoint.id,
+    // Re-enabling starts a new failing stretch: a warning and an unhealthy e-mail each time.
+    const notes = await db.pool.query(
+      'select kind from webhooks.notifications where endpoint_id = $1 order by created_at',
+      [endpoint.id],
+    );
+    expect(notes.rows.map((n) => n.kind)).toEqual([
+      'endpoint_failing',
+      'endpoint_unhealthy',
+      'endpoint_failing',
+      'endpoint_unhealthy',
     ]);
-    expect(notes.rows).toHaveLength(2);
     await new Promise((res) => setTimeout(res, 300));
     expect(r.received).toHaveLength(12);
   });
@@ -408,7 +423,7 @@ describe('delivery engine', () => {
       return rows[0].n === 6;
     });
     // One claim for the six (the endpoint's queue head, up to 32), then the grouped successes.
-    const claims = counted.statements.filter((st) => st.includes('next_attempt_at = $'));
+    const claims = counted.statements.filter((st) => st.includes('p.paused_until >'));
     expect(claims).toHaveLength(1);
     expect(r.received).toHaveLength(6);
   });

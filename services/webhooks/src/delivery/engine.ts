@@ -45,6 +45,8 @@ export interface EngineOptions {
   log: Logger;
   /** Delays of the retries after the first attempt (WEBHOOK_RETRY_SCHEDULE). */
   schedule: number[];
+  /** The early warning after this long failing (WEBHOOK_WARN_AFTER); default 1 h. */
+  warnAfterMs?: number;
   timeoutMs: number;
   /** Added to timeoutMs to make the lease (see the top of this file); default 5 s. */
   leaseMarginMs?: number;
@@ -53,8 +55,8 @@ export interface EngineOptions {
   pollMs?: number;
   /** How long successes wait to be recorded together (record.ts); default 20 ms, 0: each at once. */
   groupCommitMs?: number;
-  /** Called after an endpoint turned unhealthy (wakes the mailer). */
-  onUnhealthy?: (endpointId: string) => void;
+  /** Called after an attempt wrote a notification: unhealthy, gone or warned (wakes the mailer). */
+  onNotify?: (endpointId: string, transition: 'unhealthy' | 'gone' | 'warned') => void;
   clock?: () => Date;
 }
 
@@ -106,17 +108,51 @@ export function createEngine(opts: EngineOptions): Engine {
   let total = 0;
   let stopped = false;
 
+  const policy = { schedule: opts.schedule, warnAfterMs: opts.warnAfterMs ?? 3_600_000, leaseMs };
+  /**
+   * max_rate: per rate-limited endpoint, the earliest time (ms) the next attempt may start;
+   * attempts start at least 1000 / max_rate ms apart. Known from each attempt's target.
+   */
+  const nextSlot = new Map<string, number>();
+  const maxRates = new Map<string, number>();
+  /** One pump timer per endpoint waiting for its rate slot. */
+  const slotTimers = new Map<string, NodeJS.Timeout>();
+
   const successes = createSuccessLog({
     db,
     log,
     clock,
     windowMs: opts.groupCommitMs ?? 20,
     single: async (a) => {
-      await recordAttempt(db, opts.schedule, a, clock()).catch((err) =>
+      await recordAttempt(db, policy, a, clock()).catch((err) =>
         log.error({ err, delivery: a.deliveryId }, 'could not record a successful attempt'),
       );
     },
   });
+
+  /** Ms until endpointId may start its next attempt under its max_rate (0: now). */
+  function rateWait(endpointId: string, now: number): number {
+    const at = nextSlot.get(endpointId);
+    return at === undefined ? 0 : Math.max(0, at - now);
+  }
+
+  function wakeAt(endpointId: string, ms: number): void {
+    if (slotTimers.has(endpointId) || stopped) return;
+    const t = setTimeout(() => {
+      slotTimers.delete(endpointId);
+      pump();
+    }, ms);
+    slotTimers.set(endpointId, t);
+  }
+
+  /** Drops an endpoint's deliveries waiting in memory: their rows were moved (a Retry-After). */
+  function dropWaiting(endpointId: string): void {
+    const q = waiting.get(endpointId);
+    if (!q) return;
+    for (const item of q) waitingById.delete(item.deliveryId);
+    queued -= q.length;
+    waiting.delete(endpointId);
+  }
 
   function enqueue(items: QueuedDelivery[]): void {
     for (const item of items) {
@@ -163,6 +199,11 @@ export function createEngine(opts: EngineOptions): Engine {
         total < opts.concurrency &&
         (active.get(endpointId) ?? 0) < limitOf(endpointId)
       ) {
+        const wait = rateWait(endpointId, now);
+        if (wait > 0) {
+          wakeAt(endpointId, wait);
+          break;
+        }
         const item = q[0]!;
         if (!startable(item, now)) {
           if (!claiming.has(endpointId)) claim(endpointId, q);
@@ -185,7 +226,11 @@ export function createEngine(opts: EngineOptions): Engine {
    * or no longer pending, and leave the queue.
    */
   function claim(endpointId: string, q: Waiting[]): void {
-    const items = q.splice(0, failing.has(endpointId) ? 1 : CLAIM_AHEAD);
+    // A rate-limited endpoint claims what it can start before the claimed leases get too short.
+    const rate = maxRates.get(endpointId);
+    const ahead =
+      rate === undefined ? CLAIM_AHEAD : Math.min(CLAIM_AHEAD, Math.floor((rate * margin) / 2000));
+    const items = q.splice(0, failing.has(endpointId) ? 1 : Math.max(1, ahead));
     for (const item of items) waitingById.delete(item.deliveryId);
     queued -= items.length;
     claiming.add(endpointId);
@@ -217,17 +262,21 @@ export function createEngine(opts: EngineOptions): Engine {
   }
 
   async function claimRows(items: Waiting[]): Promise<Waiting[]> {
-    const lease = new Date(clock().getTime() + leaseMs);
+    const now = clock();
+    const lease = new Date(now.getTime() + leaseMs);
     // Outer joins: a delivery whose endpoint was deleted (or whose event row is missing) is
-    // still claimed, and then skipped rather than left pending for the poller forever.
+    // still claimed, and then skipped rather than left pending for the poller forever. One of
+    // an endpoint paused by a Retry-After is moved to the pause's end instead (not claimed).
     const { rows } = await db.execute<{
       id: string;
       attempts: number;
       schedule_start: number;
       event_id: string;
+      paused: boolean;
       url: string | null;
       secret_sealed: Buffer | null;
       endpoint_status: string | null;
+      max_rate: number | null;
       body: string | null;
     }>(sql`
       with input as (
@@ -235,12 +284,15 @@ export function createEngine(opts: EngineOptions): Engine {
                              ${sql.param(items.map((i) => i.lease))}::timestamptz[]) as t(id, lease)
       ), c as (
         update webhooks.deliveries d
-           set next_attempt_at = ${lease}
+           set next_attempt_at = coalesce(
+                 (select p.paused_until from webhooks.endpoints p
+                   where p.id = d.endpoint_id and p.paused_until > ${now}::timestamptz), ${lease}::timestamptz)
           from input i
          where d.id = i.id and d.status = 'pending' and d.next_attempt_at = i.lease
-        returning d.id, d.attempts, d.schedule_start, d.endpoint_id, d.event_id)
-      select c.id, c.attempts, c.schedule_start, c.event_id, e.url, e.secret_sealed,
-             e.status as endpoint_status, ev.body
+        returning d.id, d.attempts, d.schedule_start, d.endpoint_id, d.event_id,
+                  d.next_attempt_at <> ${lease}::timestamptz as paused)
+      select c.id, c.attempts, c.schedule_start, c.event_id, c.paused, e.url, e.secret_sealed,
+             e.status as endpoint_status, e.max_rate, ev.body
         from c left join webhooks.endpoints e on e.id = c.endpoint_id
                left join webhooks.events ev on ev.id = c.event_id`);
     const byId = new Map(rows.map((r) => [r.id, r]));
@@ -249,6 +301,7 @@ export function createEngine(opts: EngineOptions): Engine {
     for (const item of items) {
       const row = byId.get(item.deliveryId);
       if (!row) continue; // someone else holds it now, or it is no longer pending
+      if (row.paused) continue; // due when the pause ends: the poller takes it then
       if (row.endpoint_status !== 'enabled' || row.url === null || row.body === null || !row.secret_sealed) {
         skip.push(item.deliveryId);
         continue;
@@ -265,6 +318,7 @@ export function createEngine(opts: EngineOptions): Engine {
           body: row.body,
           attempts: row.attempts,
           scheduleStart: row.schedule_start,
+          maxRate: row.max_rate,
         },
       });
     }
@@ -277,6 +331,16 @@ export function createEngine(opts: EngineOptions): Engine {
   }
 
   function start(item: Waiting, target: AttemptTarget): void {
+    if (target.maxRate === null) {
+      if (maxRates.delete(item.endpointId)) nextSlot.delete(item.endpointId);
+    } else {
+      maxRates.set(item.endpointId, target.maxRate);
+      const now = clock().getTime();
+      nextSlot.set(
+        item.endpointId,
+        Math.max(now, nextSlot.get(item.endpointId) ?? 0) + 1000 / target.maxRate,
+      );
+    }
     total++;
     active.set(item.endpointId, (active.get(item.endpointId) ?? 0) + 1);
     const p = attempt(item, target)
@@ -318,12 +382,19 @@ export function createEngine(opts: EngineOptions): Engine {
       return;
     }
     failing.add(item.endpointId);
-    const { turnedUnhealthy, next } = await recordAttempt(db, opts.schedule, attempted, clock());
-    if (turnedUnhealthy) {
-      log.warn({ endpoint: item.endpointId }, 'endpoint turned unhealthy');
-      opts.onUnhealthy?.(item.endpointId);
-      return;
+    const {
+      transition,
+      next,
+      pausedUntil,
+      queued: events,
+    } = await recordAttempt(db, policy, attempted, clock());
+    if (events.length > 0) enqueue(events);
+    if (transition) {
+      log.warn({ endpoint: item.endpointId, transition }, 'endpoint health changed');
+      opts.onNotify?.(item.endpointId, transition);
+      if (transition !== 'warned') return;
     }
+    if (pausedUntil) dropWaiting(item.endpointId);
     const delay = next ? next.getTime() - clock().getTime() : Number.POSITIVE_INFINITY;
     if (next && delay < pollMs && !stopped) {
       // Too soon for the poller to notice in time: wait in memory (bounded by throughput).
@@ -371,6 +442,7 @@ export function createEngine(opts: EngineOptions): Engine {
       stopped = true;
       clearInterval(poller);
       for (const t of timers) clearTimeout(t);
+      for (const t of slotTimers.values()) clearTimeout(t);
       await Promise.allSettled([...inflight]);
       await successes.flush();
     },

@@ -7,11 +7,22 @@
 // Every write is guarded by `attempts = number - 1 and status = 'pending'`: however many workers
 // attempt a delivery (a lease that ran out, a replica's poller), one record per attempt number
 // wins and the others change nothing.
-import type { Db } from '@mcs/kit/db';
+import type { Db, Tx } from '@mcs/kit/db';
 import { newId } from '@mcs/kit/ids';
 import type { Logger } from '@mcs/kit/log';
-import { sql } from 'drizzle-orm';
-import { UNHEALTHY_KIND, type UnhealthyNotice } from '../domain/health.ts';
+import { and, eq, isNull, lte, sql } from 'drizzle-orm';
+import { endpoints } from '../db/schema.ts';
+import type { QueuedDelivery } from '../domain/fanout.ts';
+import {
+  FAILING_KIND,
+  GONE_KIND,
+  halfRetriesSpent,
+  type NoticeKind,
+  remainingSpanMs,
+  UNHEALTHY_KIND,
+  type UnhealthyNotice,
+} from '../domain/health.ts';
+import { recordEndpointEvent } from '../domain/operational.ts';
 import type { AttemptResult } from './sender.ts';
 
 const EXCERPT_KEEP = 2048;
@@ -32,25 +43,76 @@ export interface Attempted {
 const excerptOf = (result: AttemptResult) =>
   result.excerpt === null ? null : result.excerpt.slice(0, EXCERPT_KEEP);
 
+export interface RecordPolicy {
+  /** Delays of the retries after the first attempt (WEBHOOK_RETRY_SCHEDULE). */
+  schedule: readonly number[];
+  /** The early warning goes out once an endpoint has been failing this long (WEBHOOK_WARN_AFTER). */
+  warnAfterMs: number;
+  /** The lease given to the deliveries of operational events recorded here. */
+  leaseMs: number;
+}
+
 export interface Recorded {
-  /** This attempt turned its endpoint unhealthy (the mailer has a notification to send). */
-  turnedUnhealthy: boolean;
+  /** The transition this attempt made: a notification row waits for the mailer. */
+  transition: 'unhealthy' | 'gone' | 'warned' | null;
   /** When the delivery is due again, if it is still pending after this attempt. */
   next: Date | null;
+  /** A Retry-After paused the endpoint until then. */
+  pausedUntil: Date | null;
+  /** Deliveries of the operational event this attempt recorded, to queue. */
+  queued: QueuedDelivery[];
+}
+
+type EndpointRow = typeof endpoints.$inferSelect;
+
+function noticeOf(ep: EndpointRow, a: Attempted, error: string | null): UnhealthyNotice {
+  return {
+    url: ep.url,
+    description: ep.description,
+    livemode: ep.livemode,
+    lastError: error,
+    failingSince: ep.failingSince ? ep.failingSince.toISOString() : null,
+    deliveryId: a.deliveryId,
+    eventId: a.eventId,
+    attempts: a.number,
+  };
+}
+
+async function notify(tx: Tx, kind: NoticeKind, ep: EndpointRow, notice: UnhealthyNotice, now: Date) {
+  await tx.execute(sql`
+    insert into webhooks.notifications (id, account_id, endpoint_id, kind, detail, created_at)
+    values (${newId('ntf')}, ${ep.accountId}, ${ep.id}, ${kind}, ${JSON.stringify(notice)}, ${now})`);
 }
 
 /**
- * Records attempt `a` in one transaction: the run-th failure waits schedule[run - 1]; the
- * failure of run schedule.length + 1 (the last retry) fails the delivery and turns the endpoint
- * unhealthy, skipping its other pending deliveries and writing one notification.
+ * Records attempt `a` in one transaction. A failure of run r waits schedule[r - 1], or longer
+ * when the answer was a 429/503 with Retry-After (which also pauses the whole endpoint, capped
+ * by the schedule's remaining span). The failure of run schedule.length + 1 (the last retry)
+ * fails the delivery and turns the endpoint unhealthy; a 410 answer disables the endpoint at once
+ * (when its disable_on_gone is set). Either skips its other pending deliveries, writes one
+ * notification and records the operational event. A failure that has spent half the retries,
+ * or comes WEBHOOK_WARN_AFTER into a failing stretch, writes the stretch's one early warning.
  */
-export async function recordAttempt(db: Db, schedule: number[], a: Attempted, now: Date): Promise<Recorded> {
+export async function recordAttempt(
+  db: Db,
+  policy: RecordPolicy,
+  a: Attempted,
+  now: Date,
+): Promise<Recorded> {
   const { result } = a;
+  const { schedule } = policy;
   const retriesLeft = a.run <= schedule.length;
-  const next = new Date(now.getTime() + (schedule[a.run - 1] ?? 0));
+  // A Retry-After holds the endpoint at least that long, never past what the schedule has left.
+  const hold =
+    !result.ok && retriesLeft && result.retryAfterMs !== null
+      ? Math.min(result.retryAfterMs, remainingSpanMs(a.run, schedule))
+      : 0;
+  const pausedUntil = hold > 0 ? new Date(now.getTime() + hold) : null;
+  // Never sooner than the schedule: a short Retry-After does not spend retries faster.
+  const next = new Date(now.getTime() + Math.max(schedule[a.run - 1] ?? 0, hold));
   const excerpt = excerptOf(result);
   const status = result.ok ? 'succeeded' : retriesLeft ? 'pending' : 'failed';
-  let turnedUnhealthy = false;
+  const out: Recorded = { transition: null, next: null, pausedUntil: null, queued: [] };
   let pending = false;
   await db.transaction(async (tx) => {
     const updated = await tx.execute(sql`
@@ -79,9 +141,40 @@ export async function recordAttempt(db: Db, schedule: number[], a: Attempted, no
     await logAttempt();
     if (result.ok) {
       await tx.execute(sql`
-        update webhooks.endpoints set failing_since = null, last_error = null
+        update webhooks.endpoints set failing_since = null, last_error = null, warned_at = null
          where id = ${a.endpointId} and failing_since is not null`);
       return;
+    }
+    if (result.statusCode === 410) {
+      // Gone: disabled at once (unless the endpoint opted out), no more retries.
+      const [gone] = await tx
+        .update(endpoints)
+        .set({
+          status: 'disabled',
+          disabledReason: 'gone',
+          failingSince: sql`coalesce(${endpoints.failingSince}, ${a.at})`,
+          lastError: result.error,
+          updatedAt: now,
+        })
+        .where(
+          and(
+            eq(endpoints.id, a.endpointId),
+            eq(endpoints.status, 'enabled'),
+            eq(endpoints.disableOnGone, true),
+          ),
+        )
+        .returning();
+      if (gone) {
+        pending = false;
+        out.transition = 'gone';
+        await tx.execute(sql`
+          update webhooks.deliveries
+             set status = case when id = ${a.deliveryId} then 'failed' else 'skipped' end, next_attempt_at = null
+           where endpoint_id = ${a.endpointId} and status = 'pending'`);
+        await notify(tx, GONE_KIND, gone, noticeOf(gone, a, result.error), now);
+        out.queued = await recordEndpointEvent(tx, 'disabled', gone, policy.leaseMs, now);
+        return;
+      }
     }
     // Touch the endpoint row only when its health detail changes: a failing endpoint repeats
     // the same error, and rewriting its row on every attempt would serialize them on its lock.
@@ -89,41 +182,57 @@ export async function recordAttempt(db: Db, schedule: number[], a: Attempted, no
       update webhooks.endpoints set failing_since = coalesce(failing_since, ${a.at}), last_error = ${result.error}
        where id = ${a.endpointId}
          and (failing_since is null or last_error is distinct from ${result.error})`);
-    if (status !== 'failed') return;
+    if (pausedUntil) {
+      // Retry-After: the endpoint's other pending deliveries wait too (their in-memory copies,
+      // anywhere, lose their lease), and fan-out schedules new ones there.
+      await tx.execute(sql`
+        with p as (
+          update webhooks.endpoints set paused_until = greatest(paused_until, ${pausedUntil}::timestamptz)
+           where id = ${a.endpointId} returning id)
+        update webhooks.deliveries set next_attempt_at = ${pausedUntil}::timestamptz
+         where endpoint_id = (select id from p) and status = 'pending' and id <> ${a.deliveryId}
+           and next_attempt_at < ${pausedUntil}::timestamptz`);
+      out.pausedUntil = pausedUntil;
+    }
+    if (status === 'pending') {
+      // The early warning: once per failing stretch, while retries are left.
+      const cutoff = new Date(now.getTime() - policy.warnAfterMs);
+      const half = halfRetriesSpent(a.run, schedule.length);
+      const [warned] = await tx
+        .update(endpoints)
+        .set({ warnedAt: now })
+        .where(
+          and(
+            eq(endpoints.id, a.endpointId),
+            eq(endpoints.status, 'enabled'),
+            isNull(endpoints.warnedAt),
+            half ? undefined : lte(endpoints.failingSince, cutoff),
+          ),
+        )
+        .returning();
+      if (warned) {
+        out.transition = 'warned';
+        await notify(tx, FAILING_KIND, warned, noticeOf(warned, a, result.error), now);
+      }
+      return;
+    }
     // The last retry failed: the endpoint turns unhealthy, its other deliveries stop, and one
     // notification is written for this transition (the mailer sends it).
-    const flipped = await tx.execute<{
-      account_id: string;
-      url: string;
-      description: string | null;
-      livemode: boolean;
-      failing_since: Date | null;
-    }>(sql`
-      update webhooks.endpoints set status = 'unhealthy', updated_at = ${now}
-       where id = ${a.endpointId} and status = 'enabled'
-      returning account_id, url, description, livemode, failing_since`);
-    const ep = flipped.rows[0];
+    const [ep] = await tx
+      .update(endpoints)
+      .set({ status: 'unhealthy', updatedAt: now })
+      .where(and(eq(endpoints.id, a.endpointId), eq(endpoints.status, 'enabled')))
+      .returning();
     if (!ep) return;
-    turnedUnhealthy = true;
+    out.transition = 'unhealthy';
     await tx.execute(sql`
       update webhooks.deliveries set status = 'skipped', next_attempt_at = null
        where endpoint_id = ${a.endpointId} and status = 'pending'`);
-    const notice: UnhealthyNotice = {
-      url: ep.url,
-      description: ep.description,
-      livemode: ep.livemode,
-      lastError: result.error,
-      failingSince: ep.failing_since ? new Date(ep.failing_since).toISOString() : null,
-      deliveryId: a.deliveryId,
-      eventId: a.eventId,
-      attempts: a.number,
-    };
-    await tx.execute(sql`
-      insert into webhooks.notifications (id, account_id, endpoint_id, kind, detail, created_at)
-      values (${newId('ntf')}, ${ep.account_id}, ${a.endpointId}, ${UNHEALTHY_KIND},
-              ${JSON.stringify(notice)}, ${now})`);
+    await notify(tx, UNHEALTHY_KIND, ep, noticeOf(ep, a, result.error), now);
+    out.queued = await recordEndpointEvent(tx, 'unhealthy', ep, policy.leaseMs, now);
   });
-  return { turnedUnhealthy, next: pending ? next : null };
+  out.next = pending ? next : null;
+  return out;
 }
 
 /**
@@ -151,7 +260,7 @@ export async function recordSuccesses(db: Db, list: readonly Attempted[], now: D
       insert into webhooks.attempts (delivery_id, number, at, status_code, error, latency_ms, response_excerpt)
       select i.id, i.number, i.at, i.status_code, null, i.latency_ms, i.excerpt from input i join d on d.id = i.id
     ), e as (
-      update webhooks.endpoints set failing_since = null, last_error = null
+      update webhooks.endpoints set failing_since = null, last_error = null, warned_at = null
        where id in (select endpoint_id from d) and failing_since is not null
     )
     select id from d`);

@@ -15,6 +15,18 @@ export interface AttemptResult {
   latencyMs: number;
   /** The start of the answer's body, as text. */
   excerpt: string | null;
+  /** A 429 or 503 answer's Retry-After (seconds or an HTTP date), in ms from now; else null. */
+  retryAfterMs: number | null;
+}
+
+/** Retry-After's delay in ms: delta-seconds or an HTTP date (RFC 9110 10.2.3); null if neither. */
+export function parseRetryAfter(value: string | string[] | undefined, now = Date.now()): number | null {
+  const raw = (Array.isArray(value) ? value[0] : value)?.trim();
+  if (!raw) return null;
+  if (/^\d+$/.test(raw)) return Math.min(Number(raw), 10 ** 9) * 1000;
+  const at = Date.parse(raw);
+  if (Number.isNaN(at)) return null;
+  return Math.max(0, at - now);
 }
 
 export interface Sender {
@@ -89,6 +101,10 @@ export function createSender(opts: SenderOptions): Sender {
         error: ok ? null : `HTTP ${res.statusCode}`,
         latencyMs: elapsed(),
         excerpt,
+        retryAfterMs:
+          res.statusCode === 429 || res.statusCode === 503
+            ? parseRetryAfter(res.headers['retry-after'])
+            : null,
       };
     } catch (err) {
       const e = err as Error & { code?: string };
@@ -97,7 +113,14 @@ export function createSender(opts: SenderOptions): Sender {
         : e.code
           ? `${e.code}: ${e.message}`
           : e.message;
-      return { ok: false, statusCode: null, error: reason, latencyMs: elapsed(), excerpt: null };
+      return {
+        ok: false,
+        statusCode: null,
+        error: reason,
+        latencyMs: elapsed(),
+        excerpt: null,
+        retryAfterMs: null,
+      };
     } finally {
       clearTimeout(timer);
     }

@@ -1,5 +1,7 @@
 // Webhook endpoints: validation of URL and event types, creation with a sealed secret, reads,
-// updates, deletion, re-enabling (spec 3.1) and secret rotation.
+// updates, deletion, re-enabling (spec 3.1) and secret rotation. Disabling and re-enabling
+// record their operational event (webhook_endpoint.disabled / .enabled, operational.ts) in the
+// same transaction.
 import { apiError } from '@mcs/errors';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
@@ -16,6 +18,8 @@ import {
   type LookupAll,
   resolveAllowed,
 } from '../delivery/target.ts';
+import type { QueuedDelivery } from './fanout.ts';
+import { recordEndpointEvent } from './operational.ts';
 import { newSigningSecret, type SecretBox } from './secrets.ts';
 
 export { EVENT_TYPES };
@@ -40,6 +44,43 @@ export const URL_LOOKUP_TIMEOUT_MS = 2_000;
 
 export type Endpoint = typeof endpoints.$inferSelect;
 
+/**
+ * Where a write that records operational events puts their deliveries, for the caller to queue
+ * after commit (leaseMs: how long they are this process's to send). Without one they are
+ * recorded due at once, and the poller sends them.
+ */
+export interface EventSink {
+  leaseMs: number;
+  queued: QueuedDelivery[];
+}
+
+async function emit(
+  tx: Tx,
+  kind: 'disabled' | 'enabled',
+  endpoint: Endpoint,
+  now: Date,
+  sink: EventSink | undefined,
+): Promise<void> {
+  const queued = await recordEndpointEvent(tx, kind, endpoint, sink?.leaseMs ?? 0, now);
+  sink?.queued.push(...queued);
+}
+
+export const MAX_RATE_LIMIT = 10_000;
+
+/** A max_rate from a request: 1–10000 deliveries per second; 0 (on update) removes the limit. */
+export function validateMaxRate(value: number, allowZero: boolean): number | null {
+  if (allowZero && value === 0) return null;
+  if (!Number.isInteger(value) || value < 1 || value > MAX_RATE_LIMIT) {
+    throw apiError('invalid_value', {
+      param: 'max_rate',
+      message: `max_rate must be a whole number of deliveries per second from 1 to ${MAX_RATE_LIMIT}${
+        allowZero ? ' (or 0 to remove the limit)' : ''
+      }.`,
+    });
+  }
+  return value;
+}
+
 export function validateEvents(list: string[]): string[] {
   if (list.length === 0) {
     throw apiError('missing_required_field', {
@@ -51,7 +92,7 @@ export function validateEvents(list: string[]): string[] {
     if (type !== '*' && !EVENT_TYPES.includes(type)) {
       throw apiError('invalid_event_type', {
         param: 'events',
-        message: `Unknown event type "${type}". Use "*" or some of: ${EVENT_TYPES.join(', ')}.`,
+        message: `Unknown event type "${type}". Use "*" (the resource events) or some of: ${EVENT_TYPES.join(', ')}.`,
       });
     }
   }
@@ -116,6 +157,9 @@ export interface CreateEndpointInput {
   url: string;
   events: string[];
   description?: string | undefined;
+  /** Default true. */
+  disableOnGone?: boolean | undefined;
+  maxRate?: number | undefined;
 }
 
 export async function createEndpoint(
@@ -128,6 +172,7 @@ export async function createEndpoint(
   const url = await validateUrl(input.url, deps.policy);
   const events = validateEvents(input.events);
   const description = optionalText(input.description, 'description', 500);
+  const maxRate = input.maxRate === undefined ? null : validateMaxRate(input.maxRate, false);
   const secret = newSigningSecret();
   const [row] = await tx
     .insert(endpoints)
@@ -139,6 +184,8 @@ export async function createEndpoint(
       events,
       description: description ?? null,
       status: 'enabled',
+      disableOnGone: input.disableOnGone ?? true,
+      maxRate,
       secretSealed: deps.box.seal(secret),
       createdAt: now,
       updatedAt: now,
@@ -177,8 +224,11 @@ export interface UpdateEndpointInput {
   events?: string[] | undefined;
   /** "" clears it. */
   description?: string | undefined;
-  /** true → disabled; false → enabled (as re-enabling does). */
+  /** true → disabled (reason "manual"); false → enabled (as re-enabling does). */
   disabled?: boolean | undefined;
+  disableOnGone?: boolean | undefined;
+  /** 0 removes the limit. */
+  maxRate?: number | undefined;
 }
 
 export async function updateEndpoint(
@@ -188,6 +238,7 @@ export async function updateEndpoint(
   input: UpdateEndpointInput,
   deps: { policy: EndpointPolicy },
   now = new Date(),
+  sink?: EventSink,
 ): Promise<Endpoint> {
   const current = await getEndpoint(tx, caller, id, { lock: true });
   const patch: Partial<typeof endpoints.$inferInsert> = { updatedAt: now };
@@ -196,16 +247,31 @@ export async function updateEndpoint(
   if (input.description !== undefined) {
     patch.description = input.description === '' ? null : optionalText(input.description, 'description', 500);
   }
-  if (input.disabled === true) patch.status = 'disabled';
+  if (input.disableOnGone !== undefined) patch.disableOnGone = input.disableOnGone;
+  if (input.maxRate !== undefined) patch.maxRate = validateMaxRate(input.maxRate, true);
+  // Disabling a disabled endpoint keeps its reason (a "gone" one stays gone).
+  if (input.disabled === true && current.status !== 'disabled') {
+    Object.assign(patch, { status: 'disabled', disabledReason: 'manual' });
+  }
   if (input.disabled === false && current.status !== 'enabled') Object.assign(patch, ENABLED);
   const [row] = await tx.update(endpoints).set(patch).where(eq(endpoints.id, current.id)).returning();
   if (!row) throw missing(id);
   if (row.status === 'disabled') await skipPending(tx, row.id);
+  if (row.status !== current.status && row.status !== 'unhealthy') {
+    await emit(tx, row.status, row, now, sink);
+  }
   return row;
 }
 
 /** What re-enabling sets: a clean bill of health. */
-const ENABLED = { status: 'enabled', failingSince: null, lastError: null } as const;
+const ENABLED = {
+  status: 'enabled',
+  disabledReason: null,
+  failingSince: null,
+  lastError: null,
+  warnedAt: null,
+  pausedUntil: null,
+} as const;
 
 /**
  * Re-enables an unhealthy or disabled endpoint (the API twin of Settings → API). New events
@@ -217,13 +283,16 @@ export async function enableEndpoint(
   caller: Caller,
   id: string,
   now = new Date(),
+  sink?: EventSink,
 ): Promise<Endpoint> {
   const [row] = await tx
     .update(endpoints)
     .set({ ...ENABLED, updatedAt: now })
     .where(and(ofCaller(caller, id), ne(endpoints.status, 'enabled')))
     .returning();
-  return row ?? getEndpoint(tx, caller, id);
+  if (!row) return getEndpoint(tx, caller, id);
+  await emit(tx, 'enabled', row, now, sink);
+  return row;
 }
 
 /** A new signing secret; the old one signs nothing from now on. */

@@ -3,9 +3,9 @@
 // inserts are idempotent, so a redelivered message records nothing twice.
 
 import { timestampMs } from '@bufbuild/protobuf/wkt';
-import type { Db } from '@mcs/kit/db';
+import type { Tx } from '@mcs/kit/db';
 import { encodeTime } from '@mcs/kit/ids';
-import { eventTypeName } from '@mcs/kit/outbox';
+import { eventTypeName, OPERATIONAL_EVENT_TYPES } from '@mcs/kit/outbox';
 import { events as eventsProto } from '@mcs/proto';
 import { render } from '@mcs/rest';
 import { sql } from 'drizzle-orm';
@@ -21,6 +21,8 @@ export interface AttemptTarget {
   /** The delivery's attempt count and schedule start when the lease was taken. */
   attempts: number;
   scheduleStart: number;
+  /** The endpoint's max_rate (deliveries per second) when read; null: unlimited. */
+  maxRate: number | null;
 }
 
 export interface QueuedDelivery {
@@ -45,6 +47,8 @@ export function envelopeBody(event: eventsProto.Event): string {
 export interface IncomingEvent {
   event: eventsProto.Event;
   payload: Uint8Array;
+  /** An operational event is never delivered to the endpoint it is about. */
+  aboutEndpoint?: string;
 }
 
 /**
@@ -59,15 +63,20 @@ export interface IncomingEvent {
  * start it without another statement.
  */
 export async function recordEvents(
-  db: Db,
+  db: Tx,
   incoming: readonly IncomingEvent[],
   leaseMs: number,
   now = new Date(),
 ): Promise<QueuedDelivery[]> {
   // One row per event id: a message and its redelivery may meet in one batch.
-  const byId = new Map<string, { event: eventsProto.Event; payload: Uint8Array; body: string }>();
-  for (const { event, payload } of incoming) {
-    if (!byId.has(event.id)) byId.set(event.id, { event, payload, body: envelopeBody(event) });
+  const byId = new Map<
+    string,
+    { event: eventsProto.Event; payload: Uint8Array; body: string; type: string; about: string | null }
+  >();
+  for (const { event, payload, aboutEndpoint } of incoming) {
+    if (byId.has(event.id)) continue;
+    const type = eventTypeName(event.type);
+    byId.set(event.id, { event, payload, body: envelopeBody(event), type, about: aboutEndpoint ?? null });
   }
   if (byId.size === 0) return [];
   const list = [...byId.values()];
@@ -79,18 +88,21 @@ export async function recordEvents(
     endpoint_id: string;
     url: string;
     secret_sealed: Buffer;
+    max_rate: number | null;
   }>(sql`
     with input as (
       select * from unnest(
         ${sql.param(list.map((e) => e.event.id))}::text[],
         ${sql.param(list.map((e) => e.event.accountId))}::text[],
         ${sql.param(list.map((e) => e.event.livemode))}::boolean[],
-        ${sql.param(list.map((e) => eventTypeName(e.event.type)))}::text[],
+        ${sql.param(list.map((e) => e.type))}::text[],
         ${sql.param(list.map((e) => Buffer.from(e.payload.buffer, e.payload.byteOffset, e.payload.byteLength)))}::bytea[],
         ${sql.param(list.map((e) => e.body))}::text[],
         ${sql.param(createdAt.map((ms) => new Date(ms)))}::timestamptz[],
-        ${sql.param(createdAt.map((ms) => encodeTime(ms)))}::text[]
-      ) as t(id, account_id, livemode, type, payload, body, created_at, id_time)
+        ${sql.param(createdAt.map((ms) => encodeTime(ms)))}::text[],
+        ${sql.param(list.map((e) => !OPERATIONAL_EVENT_TYPES.includes(e.type)))}::boolean[],
+        ${sql.param(list.map((e) => e.about))}::text[]
+      ) as t(id, account_id, livemode, type, payload, body, created_at, id_time, star, about)
     ), ev as (
       insert into webhooks.events (id, account_id, livemode, type, payload, body, created_at)
       select id, account_id, livemode, type, payload, body, created_at from input
@@ -103,20 +115,24 @@ export async function recordEvents(
              ev.id, e.id, e.account_id, e.livemode,
              -- An unhealthy endpoint gets nothing until re-enabled; the delivery stays listed as not sent.
              case when e.status = 'enabled' then 'pending' else 'skipped' end,
-             case when e.status = 'enabled' then ${lease}::timestamptz end,
+             -- An endpoint paused by a Retry-After gets its deliveries due when the pause ends.
+             case when e.status = 'enabled' then greatest(${lease}::timestamptz, e.paused_until) end,
              ${now}
         from ev
         join input i on i.id = ev.id
         join webhooks.endpoints e
           on e.account_id = ev.account_id and e.livemode = ev.livemode
          and e.status in ('enabled', 'unhealthy')
-         and e.events && array[ev.type, '*']::text[]
+         -- "*" means the resource types; operational types go to endpoints naming them, and
+         -- never to the endpoint they are about.
+         and e.events && case when i.star then array[ev.type, '*'] else array[ev.type] end
+         and e.id is distinct from i.about
       on conflict do nothing
-      returning id, event_id, endpoint_id, status
+      returning id, event_id, endpoint_id, status, next_attempt_at
     )
-    select ins.id, ins.event_id, ins.endpoint_id, e.url, e.secret_sealed
+    select ins.id, ins.event_id, ins.endpoint_id, e.url, e.secret_sealed, e.max_rate
       from ins join webhooks.endpoints e on e.id = ins.endpoint_id
-     where ins.status = 'pending'`);
+     where ins.status = 'pending' and ins.next_attempt_at = ${lease}::timestamptz`);
   return rows.map((r) => ({
     deliveryId: r.id,
     endpointId: r.endpoint_id,
@@ -128,13 +144,14 @@ export async function recordEvents(
       body: byId.get(r.event_id)!.body,
       attempts: 0,
       scheduleStart: 0,
+      maxRate: r.max_rate,
     },
   }));
 }
 
 /** One event: recordEvents of a batch of one. */
 export function recordEvent(
-  db: Db,
+  db: Tx,
   event: eventsProto.Event,
   payload: Uint8Array,
   leaseMs: number,

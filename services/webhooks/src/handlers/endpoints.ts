@@ -19,7 +19,6 @@ import {
 import {
   createEndpoint,
   deleteEndpoint,
-  type Endpoint,
   enableEndpoint,
   getEndpoint,
   listEndpoints,
@@ -27,12 +26,7 @@ import {
   updateEndpoint,
 } from '../domain/endpoints.ts';
 import type { QueuedDelivery } from '../domain/fanout.ts';
-
-const STATUS = {
-  enabled: webhooks.EndpointStatus.ENABLED,
-  unhealthy: webhooks.EndpointStatus.UNHEALTHY,
-  disabled: webhooks.EndpointStatus.DISABLED,
-} as const;
+import { endpointResource } from '../domain/operational.ts';
 
 const DELIVERY_STATUS = {
   pending: webhooks.DeliveryStatus.PENDING,
@@ -61,20 +55,8 @@ function deliveryStatusOf(value: webhooks.DeliveryStatus | undefined): DeliveryS
   }
 }
 
-export function toProtoEndpoint(e: Endpoint, secret?: string): webhooks.WebhookEndpoint {
-  return create(webhooks.WebhookEndpointSchema, {
-    id: e.id,
-    url: e.url,
-    events: e.events,
-    ...(e.description !== null ? { description: e.description } : {}),
-    status: STATUS[e.status],
-    ...(e.failingSince !== null ? { failingSince: timestampFromDate(e.failingSince) } : {}),
-    ...(e.lastError !== null ? { lastError: e.lastError } : {}),
-    ...(secret !== undefined ? { secret } : {}),
-    livemode: e.livemode,
-    createdAt: timestampFromDate(e.createdAt),
-  });
-}
+/** The endpoint as the REST API renders it (operational.ts); its secret only when given. */
+export const toProtoEndpoint = endpointResource;
 
 export function toProtoDelivery(d: Delivery): webhooks.WebhookDelivery {
   return create(webhooks.WebhookDeliverySchema, {
@@ -111,7 +93,13 @@ export function endpointHandlers(deps: Deps): ServiceImpl<typeof webhooks.Webhoo
     async createWebhookEndpoint(req, ctx) {
       const caller = callerOf(ctx);
       return write(ctx, caller, async (tx) => {
-        const input = { url: req.url, events: req.events, description: req.description };
+        const input = {
+          url: req.url,
+          events: req.events,
+          description: req.description,
+          disableOnGone: req.disableOnGone,
+          maxRate: req.maxRate,
+        };
         const { endpoint, secret } = await createEndpoint(tx, caller, input, deps);
         return toProtoEndpoint(endpoint, secret);
       });
@@ -131,15 +119,22 @@ export function endpointHandlers(deps: Deps): ServiceImpl<typeof webhooks.Webhoo
     },
     async updateWebhookEndpoint(req, ctx) {
       const caller = callerOf(ctx);
-      return write(ctx, caller, async (tx) => {
+      // Operational events are queued only by the call that did the work.
+      const sink = { leaseMs: deps.queue.leaseMs, queued: [] as QueuedDelivery[] };
+      const answer = await write(ctx, caller, async (tx) => {
+        sink.queued.length = 0; // a retried transaction starts over
         const input = {
           url: req.url,
           events: req.events,
           description: req.description,
           disabled: req.disabled,
+          disableOnGone: req.disableOnGone,
+          maxRate: req.maxRate,
         };
-        return toProtoEndpoint(await updateEndpoint(tx, caller, req.id, input, deps));
+        return toProtoEndpoint(await updateEndpoint(tx, caller, req.id, input, deps, new Date(), sink));
       });
+      if (sink.queued.length > 0) deps.queue.enqueue(sink.queued);
+      return answer;
     },
     async deleteWebhookEndpoint(req, ctx) {
       const caller = callerOf(ctx);
@@ -148,7 +143,13 @@ export function endpointHandlers(deps: Deps): ServiceImpl<typeof webhooks.Webhoo
     },
     async enableWebhookEndpoint(req, ctx) {
       const caller = callerOf(ctx);
-      return write(ctx, caller, async (tx) => toProtoEndpoint(await enableEndpoint(tx, caller, req.id)));
+      const sink = { leaseMs: deps.queue.leaseMs, queued: [] as QueuedDelivery[] };
+      const answer = await write(ctx, caller, async (tx) => {
+        sink.queued.length = 0; // a retried transaction starts over
+        return toProtoEndpoint(await enableEndpoint(tx, caller, req.id, new Date(), sink));
+      });
+      if (sink.queued.length > 0) deps.queue.enqueue(sink.queued);
+      return answer;
     },
     async rotateWebhookEndpointSecret(req, ctx) {
       const caller = callerOf(ctx);

@@ -89,8 +89,11 @@ describe('WebhookEndpointService in memory', () => {
       'events',
       'description',
       'status',
+      'disabled_reason',
       'failing_since',
       'last_error',
+      'disable_on_gone',
+      'max_rate',
       'secret',
       'livemode',
       'created_at',
@@ -98,17 +101,34 @@ describe('WebhookEndpointService in memory', () => {
     expect(json).toMatchObject({
       object: 'webhook_endpoint',
       status: 'enabled',
+      disabled_reason: null,
       failing_since: null,
       last_error: null,
+      disable_on_gone: true,
+      max_rate: null,
     });
 
     const disabled = await c.updateWebhookEndpoint({ id: made.id, disabled: true }, { headers });
     expect(render(webhooks.WebhookEndpointSchema, disabled)).toMatchObject({
       status: 'disabled',
+      disabled_reason: 'manual',
       secret: null,
     });
     const enabled = await c.enableWebhookEndpoint({ id: made.id }, { headers });
-    expect(enabled.status).toBe(webhooks.EndpointStatus.ENABLED);
+    expect(render(webhooks.WebhookEndpointSchema, enabled)).toMatchObject({
+      status: 'enabled',
+      disabled_reason: null,
+    });
+    const limited = await c.updateWebhookEndpoint(
+      { id: made.id, maxRate: 5, disableOnGone: false },
+      { headers },
+    );
+    expect(render(webhooks.WebhookEndpointSchema, limited)).toMatchObject({
+      max_rate: 5,
+      disable_on_gone: false,
+    });
+    const unlimited = await c.updateWebhookEndpoint({ id: made.id, maxRate: 0 }, { headers });
+    expect(render(webhooks.WebhookEndpointSchema, unlimited).max_rate).toBeNull();
     const rotated = await c.rotateWebhookEndpointSecret({ id: made.id }, { headers });
     expect(rotated.secret).toMatch(/^whsec_/);
     expect(rotated.secret).not.toBe(made.secret);

@@ -1,8 +1,8 @@
 // The mailer: sends the notifications outbox (webhooks.notifications), one e-mail per row.
 //
-// The engine writes a row in the same transaction that turns an endpoint unhealthy (only the
-// transaction that flips `enabled` → `unhealthy` writes one), so each transition has exactly one
-// row. A row is claimed with FOR UPDATE SKIP LOCKED and stays locked while its message is sent;
+// The engine writes a row in the same transaction that turns an endpoint unhealthy, disables it
+// on a 410, or marks its early warning (only the transaction that makes the transition writes
+// one), so each transition has exactly one row. A row is claimed with FOR UPDATE SKIP LOCKED and stays locked while its message is sent;
 // `sent_at` is set in that same transaction. So two mailers (replicas) never send one row at the
 // same time, and a row is never lost: if sending fails, the row is retried with backoff.
 //
@@ -16,9 +16,9 @@
 import type { Db } from '@mcs/kit/db';
 import type { Logger } from '@mcs/kit/log';
 import { sql } from 'drizzle-orm';
-import { UNHEALTHY_KIND, type UnhealthyNotice } from '../domain/health.ts';
+import { isNoticeKind, type UnhealthyNotice } from '../domain/health.ts';
 import type { AccountDirectory } from './accounts.ts';
-import { unhealthyMessage } from './message.ts';
+import { messageFor } from './message.ts';
 import type { MailTransport } from './transport.ts';
 
 export interface MailerOptions {
@@ -73,7 +73,8 @@ export function createMailer(opts: MailerOptions): Mailer {
           sql`update webhooks.notifications set sent_at = now(), last_error = ${error} where id = ${row.id}`,
         );
       try {
-        if (row.kind !== UNHEALTHY_KIND) {
+        const { kind } = row;
+        if (!isNoticeKind(kind)) {
           log.error({ notification: row.id, kind: row.kind }, 'unknown notification kind, dropping it');
           await done(`unknown kind ${row.kind}`);
           return true;
@@ -86,7 +87,7 @@ export function createMailer(opts: MailerOptions): Mailer {
         }
         const notice = JSON.parse(row.detail) as UnhealthyNotice;
         await opts.transport.send(
-          unhealthyMessage({
+          messageFor(kind, {
             notificationId: row.id,
             endpointId: row.endpoint_id,
             notice,
@@ -95,7 +96,7 @@ export function createMailer(opts: MailerOptions): Mailer {
           }),
         );
         await done(null);
-        log.info({ notification: row.id, endpoint: row.endpoint_id }, 'unhealthy endpoint e-mail sent');
+        log.info({ notification: row.id, endpoint: row.endpoint_id, kind: row.kind }, 'endpoint e-mail sent');
       } catch (err) {
         const message = (err as Error).message;
         const attempts = row.attempts + 1;

@@ -1,5 +1,12 @@
-// The e-mail an account gets when one of its endpoints turns unhealthy (spec 3.1).
-import type { UnhealthyNotice } from '../domain/health.ts';
+// The e-mails an account gets about its endpoints: turned unhealthy (spec 3.1), disabled by a
+// 410 Gone answer, and the early warning that one has been failing for a while.
+import {
+  FAILING_KIND,
+  GONE_KIND,
+  type NoticeKind,
+  UNHEALTHY_KIND,
+  type UnhealthyNotice,
+} from '../domain/health.ts';
 import type { MailMessage } from './transport.ts';
 
 export function unhealthyMessage(opts: {
@@ -42,4 +49,105 @@ export function unhealthyMessage(opts: {
     subject: `Webhook endpoint ${endpointId} is unhealthy (${notice.url})`,
     text: `${lines.join('\n')}\n`,
   };
+}
+
+/** The endpoint answered 410 Gone and was disabled at once. */
+export function goneMessage(opts: {
+  notificationId: string;
+  endpointId: string;
+  notice: UnhealthyNotice;
+  from: string;
+  to: string;
+}): MailMessage {
+  const { endpointId, notice } = opts;
+  const lines = [
+    'Hello,',
+    '',
+    `your webhook endpoint ${endpointId} answered "410 Gone", which says the receiver no longer`,
+    'exists, so we have disabled it at once: it receives nothing until you enable it again.',
+    '',
+    ...details(endpointId, notice),
+    '',
+    'Events that happen meanwhile are not sent to it. If the 410 was a mistake, fix the receiver,',
+    'then enable the endpoint again:',
+    '  - in the dashboard: Settings → API, then "Re-enable" next to the endpoint, or',
+    `  - with the API:     POST /v1/webhooks/${endpointId}/enable (with a secret key)`,
+    '',
+    `To have 410 answers retried like other failures instead: POST /v1/webhooks/${endpointId}`,
+    'with {"disable_on_gone": false}.',
+    '',
+    '— mcs notifications',
+  ];
+  return {
+    messageId: `<${opts.notificationId}@mcs.webhooks>`,
+    from: opts.from,
+    to: opts.to,
+    subject: `Webhook endpoint ${endpointId} was disabled: 410 Gone (${notice.url})`,
+    text: `${lines.join('\n')}\n`,
+  };
+}
+
+/** The early warning: deliveries to the endpoint have been failing for a while. */
+export function failingMessage(opts: {
+  notificationId: string;
+  endpointId: string;
+  notice: UnhealthyNotice;
+  from: string;
+  to: string;
+}): MailMessage {
+  const { endpointId, notice } = opts;
+  const lines = [
+    'Hello,',
+    '',
+    `deliveries to your webhook endpoint ${endpointId} have been failing for a while. We keep`,
+    'retrying them, but if the last retry of a delivery fails too, the endpoint turns unhealthy',
+    'and receives nothing until it is re-enabled.',
+    '',
+    ...details(endpointId, notice),
+    '',
+    `Its deliveries and every attempt: GET /v1/webhooks/${endpointId}/deliveries`,
+    '(or Settings → API → Deliveries in the dashboard).',
+    '',
+    'This is the only warning for this stretch of failures; a successful delivery ends it.',
+    '',
+    '— mcs notifications',
+  ];
+  return {
+    messageId: `<${opts.notificationId}@mcs.webhooks>`,
+    from: opts.from,
+    to: opts.to,
+    subject: `Webhook endpoint ${endpointId} is failing (${notice.url})`,
+    text: `${lines.join('\n')}\n`,
+  };
+}
+
+function details(endpointId: string, notice: UnhealthyNotice): string[] {
+  return [
+    `  Endpoint:       ${endpointId}`,
+    `  URL:            ${notice.url}`,
+    ...(notice.description ? [`  Description:    ${notice.description}`] : []),
+    `  Mode:           ${notice.livemode ? 'live' : 'test'}`,
+    `  Failing since:  ${notice.failingSince ?? 'unknown'}`,
+    `  Last error:     ${notice.lastError ?? 'unknown'}`,
+    `  Last delivery:  ${notice.deliveryId} (event ${notice.eventId}, ${notice.attempts} attempts)`,
+  ];
+}
+
+/** The message of a notification row of `kind`. */
+export function messageFor(
+  kind: NoticeKind,
+  opts: { notificationId: string; endpointId: string; notice: UnhealthyNotice; from: string; to: string },
+): MailMessage {
+  switch (kind) {
+    case UNHEALTHY_KIND:
+      return unhealthyMessage(opts);
+    case GONE_KIND:
+      return goneMessage(opts);
+    case FAILING_KIND:
+      return failingMessage(opts);
+    default: {
+      const never: never = kind;
+      throw new Error(`unknown notification kind ${String(never)}`);
+    }
+  }
 }

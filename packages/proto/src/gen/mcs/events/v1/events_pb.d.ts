@@ -10,6 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import type { Order, Payment, Product } from "../../commerce/v1/commerce_pb.js";
 import type { Conversation, Message as Message$1 } from "../../messaging/v1/messaging_pb.js";
+import type { WebhookEndpoint } from "../../webhooks/v1/endpoint_pb.js";
 
 /**
  * Describes the file mcs/events/v1/events.proto.
@@ -71,6 +72,12 @@ export declare type Event = Message<"mcs.events.v1.Event"> & {
      */
     value: Payment;
     case: "payment";
+  } | {
+    /**
+     * @generated from field: mcs.webhooks.v1.WebhookEndpoint webhook_endpoint = 15;
+     */
+    value: WebhookEndpoint;
+    case: "webhookEndpoint";
   } | { case: undefined; value?: undefined };
 
   /**
@@ -143,6 +150,25 @@ export enum EventType {
    * @generated from enum value: EVENT_TYPE_PRODUCT_UPDATED = 9;
    */
   PRODUCT_UPDATED = 9,
+
+  /**
+   * Operational events about the account's own webhook endpoints (data: the endpoint, without
+   * its secret). Sent only to endpoints that list them by name ("*" means the nine types above),
+   * never to the endpoint they are about.
+   *
+   * @generated from enum value: EVENT_TYPE_WEBHOOK_ENDPOINT_UNHEALTHY = 10;
+   */
+  WEBHOOK_ENDPOINT_UNHEALTHY = 10,
+
+  /**
+   * @generated from enum value: EVENT_TYPE_WEBHOOK_ENDPOINT_DISABLED = 11;
+   */
+  WEBHOOK_ENDPOINT_DISABLED = 11,
+
+  /**
+   * @generated from enum value: EVENT_TYPE_WEBHOOK_ENDPOINT_ENABLED = 12;
+   */
+  WEBHOOK_ENDPOINT_ENABLED = 12,
 }
 
 /**

@@ -7,6 +7,7 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
+import type { WebhookEndpoint, WebhookEndpointSchema } from "./endpoint_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import type { Event, EventSchema, EventType } from "../../events/v1/events_pb.js";
 
@@ -14,72 +15,6 @@ import type { Event, EventSchema, EventType } from "../../events/v1/events_pb.js
  * Describes the file mcs/webhooks/v1/webhooks.proto.
  */
 export declare const file_mcs_webhooks_v1_webhooks: GenFile;
-
-/**
- * @generated from message mcs.webhooks.v1.WebhookEndpoint
- */
-export declare type WebhookEndpoint = Message<"mcs.webhooks.v1.WebhookEndpoint"> & {
-  /**
-   * @generated from field: string id = 1;
-   */
-  id: string;
-
-  /**
-   * @generated from field: string url = 2;
-   */
-  url: string;
-
-  /**
-   * @generated from field: repeated string events = 3;
-   */
-  events: string[];
-
-  /**
-   * @generated from field: optional string description = 4;
-   */
-  description?: string | undefined;
-
-  /**
-   * @generated from field: mcs.webhooks.v1.EndpointStatus status = 5;
-   */
-  status: EndpointStatus;
-
-  /**
-   * Health detail: when attempts to it started failing without a success since, and the error
-   * of the last failed attempt. Both null while it is healthy.
-   *
-   * @generated from field: optional google.protobuf.Timestamp failing_since = 9;
-   */
-  failingSince?: Timestamp | undefined;
-
-  /**
-   * @generated from field: optional string last_error = 10;
-   */
-  lastError?: string | undefined;
-
-  /**
-   * Shown only in the answer that creates the endpoint (or rotates its secret).
-   *
-   * @generated from field: optional string secret = 6;
-   */
-  secret?: string | undefined;
-
-  /**
-   * @generated from field: bool livemode = 7;
-   */
-  livemode: boolean;
-
-  /**
-   * @generated from field: google.protobuf.Timestamp created_at = 8;
-   */
-  createdAt?: Timestamp | undefined;
-};
-
-/**
- * Describes the message mcs.webhooks.v1.WebhookEndpoint.
- * Use `create(WebhookEndpointSchema)` to create a new message.
- */
-export declare const WebhookEndpointSchema: GenMessage<WebhookEndpoint>;
 
 /**
  * The answer to a delete: {"id", "object": "webhook_endpoint", "deleted": true}.
@@ -122,6 +57,20 @@ export declare type CreateWebhookEndpointRequest = Message<"mcs.webhooks.v1.Crea
    * @generated from field: optional string description = 3;
    */
   description?: string | undefined;
+
+  /**
+   * Default true: a 410 Gone answer disables the endpoint at once (disabled_reason "gone").
+   *
+   * @generated from field: optional bool disable_on_gone = 4;
+   */
+  disableOnGone?: boolean | undefined;
+
+  /**
+   * Deliveries per second at most (1–10000); absent: unlimited.
+   *
+   * @generated from field: optional int32 max_rate = 5;
+   */
+  maxRate?: number | undefined;
 };
 
 /**
@@ -216,13 +165,25 @@ export declare type UpdateWebhookEndpointRequest = Message<"mcs.webhooks.v1.Upda
   description?: string | undefined;
 
   /**
-   * true: status becomes disabled (nothing is sent, pending deliveries are skipped, new events
-   * are not recorded for it);
+   * true: status becomes disabled with disabled_reason "manual" (nothing is sent, pending
+   * deliveries are skipped, new events are not recorded for it);
    * false: status becomes enabled again.
    *
    * @generated from field: optional bool disabled = 5;
    */
   disabled?: boolean | undefined;
+
+  /**
+   * @generated from field: optional bool disable_on_gone = 6;
+   */
+  disableOnGone?: boolean | undefined;
+
+  /**
+   * Deliveries per second at most (1–10000); 0 removes the limit (max_rate renders null).
+   *
+   * @generated from field: optional int32 max_rate = 7;
+   */
+  maxRate?: number | undefined;
 };
 
 /**
@@ -566,41 +527,6 @@ export declare type GetEventRequest = Message<"mcs.webhooks.v1.GetEventRequest">
  * Use `create(GetEventRequestSchema)` to create a new message.
  */
 export declare const GetEventRequestSchema: GenMessage<GetEventRequest>;
-
-/**
- * @generated from enum mcs.webhooks.v1.EndpointStatus
- */
-export enum EndpointStatus {
-  /**
-   * @generated from enum value: ENDPOINT_STATUS_UNSPECIFIED = 0;
-   */
-  UNSPECIFIED = 0,
-
-  /**
-   * @generated from enum value: ENDPOINT_STATUS_ENABLED = 1;
-   */
-  ENABLED = 1,
-
-  /**
-   * The last retry of a delivery failed (spec 3.1): nothing is sent until re-enabled.
-   *
-   * @generated from enum value: ENDPOINT_STATUS_UNHEALTHY = 2;
-   */
-  UNHEALTHY = 2,
-
-  /**
-   * Turned off by the account (update with disabled: true): events are not recorded for it
-   * until it is enabled again.
-   *
-   * @generated from enum value: ENDPOINT_STATUS_DISABLED = 3;
-   */
-  DISABLED = 3,
-}
-
-/**
- * Describes the enum mcs.webhooks.v1.EndpointStatus.
- */
-export declare const EndpointStatusSchema: GenEnum<EndpointStatus>;
 
 /**
  * @generated from enum mcs.webhooks.v1.DeliveryStatus
