@@ -72,6 +72,18 @@ const endpointDescription: FieldMeta = {
   maxLength: 500,
   example: 'Order sync',
 };
+const disableOnGone: FieldMeta = {
+  description:
+    'true (default): a 410 Gone answer disables the endpoint at once (disabled_reason gone, one e-mail, no more retries); false: a 410 is retried like any other failure.',
+  example: true,
+};
+const maxRate: FieldMeta = {
+  description:
+    'At most this many deliveries per second are started to the endpoint (per webhooks process); other endpoints are not slowed.',
+  minimum: 1,
+  maximum: 10_000,
+  example: 50,
+};
 const endpointUrl: FieldMeta = {
   description:
     'Absolute URL receiving the deliveries: https:// (http:// only where the server allows it), without credentials or fragment, on a public host.',
@@ -191,10 +203,18 @@ export const fieldMeta: Record<string, FieldMeta> = {
   'WebhookEndpoint.events': endpointEvents,
   'WebhookEndpoint.description': endpointDescription,
   'WebhookEndpoint.status': {
-    description: 'enabled; unhealthy after the last retry of a delivery failed; disabled when turned off.',
+    description:
+      'enabled; unhealthy after the last retry of a delivery failed; disabled when turned off or when the receiver answered 410 Gone (see disabled_reason).',
   },
+  'WebhookEndpoint.disabled_reason': {
+    description:
+      'While disabled: gone (the receiver answered 410 Gone) or manual (disabled through the API or dashboard); null otherwise. POST /v1/webhooks/{id}/enable re-enables either.',
+  },
+  'WebhookEndpoint.disable_on_gone': disableOnGone,
+  'WebhookEndpoint.max_rate': { ...maxRate, description: `${maxRate.description} null: unlimited.` },
   'WebhookEndpoint.failing_since': {
-    description: 'When attempts to it started failing without a success since; null while healthy.',
+    description:
+      'When attempts to it started failing without a success since; null while healthy. One warning e-mail goes out per failing stretch, once it has lasted WEBHOOK_WARN_AFTER (1 h) or a delivery spent half its retries.',
   },
   'WebhookEndpoint.last_error': { description: 'The error of the last failed attempt; null while healthy.' },
   'WebhookEndpoint.secret': {
@@ -209,6 +229,17 @@ export const fieldMeta: Record<string, FieldMeta> = {
   'CreateWebhookEndpointRequest.url': endpointUrl,
   'CreateWebhookEndpointRequest.events': endpointEvents,
   'CreateWebhookEndpointRequest.description': endpointDescription,
+  'CreateWebhookEndpointRequest.disable_on_gone': { ...disableOnGone, default: true },
+  'CreateWebhookEndpointRequest.max_rate': {
+    ...maxRate,
+    description: `${maxRate.description} Omit for unlimited.`,
+  },
+  'UpdateWebhookEndpointRequest.disable_on_gone': disableOnGone,
+  'UpdateWebhookEndpointRequest.max_rate': {
+    ...maxRate,
+    minimum: 0,
+    description: `${maxRate.description} 0 removes the limit.`,
+  },
   'UpdateWebhookEndpointRequest.url': endpointUrl,
   'UpdateWebhookEndpointRequest.events': {
     ...endpointEvents,
@@ -221,7 +252,7 @@ export const fieldMeta: Record<string, FieldMeta> = {
   },
   'UpdateWebhookEndpointRequest.disabled': {
     description:
-      'true: status becomes disabled (nothing is sent, new events are not recorded for it); false: enabled again.',
+      'true: status becomes disabled with disabled_reason manual (nothing is sent, new events are not recorded for it); false: enabled again.',
   },
   'ListWebhookDeliveriesRequest.status': { description: 'Only deliveries in this status.' },
   'RetryWebhookDeliveryRequest.delivery': { description: 'The delivery to send again.', idOf: 'dlv' },
