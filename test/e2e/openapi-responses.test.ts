@@ -1,0 +1,402 @@
+// The OpenAPI document against what the API really sends: a journey through every operation of
+// the served /v1/openapi.json records each answer and validates it with ajv (JSON Schema
+// 2020-12) against the schema of its operation and status, with undocumented fields refused;
+// every webhook payload a real HTTPS receiver gets is validated against the document's
+// `webhooks` entry of its type. The journey must reach every operation with a 2xx and every
+// event type, so a route or event added without being documented (or exercised) fails here.
+import {
+  type AccountKeys,
+  createTestCerts,
+  type Receiver,
+  type Stack,
+  startReceiver,
+  startStack,
+  type TestCerts,
+} from '@mcs/testkit';
+import { verifyWebhook } from '@mcs/webhook-verify';
+import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+type Json = Record<string, any>;
+let stack: Stack;
+let certs: TestCerts;
+let keys: AccountKeys;
+let doc: Json;
+let ajv: Ajv2020;
+const receivers: Receiver[] = [];
+/** "METHOD /template" → number of 2xx answers validated. */
+const covered = new Map<string, number>();
+const statusesSeen = new Set<string>();
+const failures: string[] = [];
+
+/** Every object schema that lists properties refuses others: the document must name every field. */
+function strict(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(strict);
+  if (node === null || typeof node !== 'object') return node;
+  const out: Json = {};
+  for (const [k, v] of Object.entries(node)) {
+    out[k] = k === 'example' || k === 'examples' ? v : strict(v);
+  }
+  if (out.properties && typeof out.properties === 'object' && out.additionalProperties === undefined) {
+    out.unevaluatedProperties = false;
+  }
+  return out;
+}
+
+const esc = (s: string) => s.replace(/~/g, '~0').replace(/\//g, '~1');
+const validators = new Map<string, ValidateFunction>();
+function validator(pointer: string): ValidateFunction {
+  let v = validators.get(pointer);
+  if (!v) {
+    v = ajv.getSchema(`openapi.json#${pointer}`);
+    if (!v) throw new Error(`no schema at ${pointer}`);
+    validators.set(pointer, v);
+  }
+  return v;
+}
+
+function operationOf(method: string, path: string): { template: string; op: Json } | undefined {
+  const bare = path.split('?')[0]!;
+  let best: { template: string; op: Json; literals: number } | undefined;
+  for (const [template, ops] of Object.entries(doc.paths as Record<string, Json>)) {
+    const op = ops[method.toLowerCase()];
+    if (!op) continue;
+    const re = new RegExp(`^${template.replace(/\{[^}]+\}/g, '[^/]+')}$`);
+    if (!re.test(bare)) continue;
+    const literals = template.split('/').filter((s) => s && !s.startsWith('{')).length;
+    if (!best || literals > best.literals) best = { template, op, literals };
+  }
+  return best;
+}
+
+interface Res {
+  status: number;
+  headers: Headers;
+  json: any;
+  text: string;
+}
+
+/** Checks one answer against the document; collects failures so one run lists them all. */
+function check(method: string, path: string, res: Res): void {
+  const where = `${method} ${path} → ${res.status}`;
+  const found = operationOf(method, path);
+  if (!found) {
+    failures.push(`${where}: no operation in the document`);
+    return;
+  }
+  const { template, op } = found;
+  const status = String(res.status);
+  statusesSeen.add(status);
+  const declared = op.responses[status] as Json | undefined;
+  if (!declared) {
+    failures.push(`${where}: status ${status} not declared for ${method} ${template}`);
+    return;
+  }
+  if (!/^req_/.test(res.headers.get('request-id') ?? '')) failures.push(`${where}: no Request-Id`);
+  if (status === '429' && !/^\d+$/.test(res.headers.get('retry-after') ?? ''))
+    failures.push(`${where}: 429 without Retry-After`);
+  const pointer = declared.$ref
+    ? `${(declared.$ref as string).slice(1)}/content/application~1json/schema`
+    : `/paths/${esc(template)}/${method.toLowerCase()}/responses/${status}/content/application~1json/schema`;
+  const v = validator(pointer);
+  if (!v(res.json)) {
+    failures.push(`${where}: ${ajv.errorsText(v.errors)}\n  body: ${res.text.slice(0, 600)}`);
+    return;
+  }
+  if (res.status < 300) {
+    const key = `${method.toUpperCase()} ${template}`;
+    covered.set(key, (covered.get(key) ?? 0) + 1);
+  }
+}
+
+async function call(
+  key: string,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<Res> {
+  const res = await fetch(`${stack.baseUrl}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...headers },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let json: any = null;
+  try {
+    json = JSON.parse(text);
+  } catch {}
+  const out = { status: res.status, headers: res.headers, json, text };
+  check(method, path, out);
+  return out;
+}
+
+/** A call that must succeed: its body for the next step. */
+async function ok(method: string, path: string, body?: unknown, key = keys.secret_key): Promise<any> {
+  const res = await call(key, method, path, body);
+  expect(res.status, `${method} ${path}: ${res.text}`).toBe(200);
+  return res.json;
+}
+
+async function until<T>(
+  what: string,
+  get: () => Promise<T>,
+  done: (v: T) => boolean,
+  ms = 30_000,
+): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await get();
+    if (done(v)) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(v)}`);
+    await new Promise((r) => setTimeout(r, 150));
+  }
+}
+
+beforeAll(async () => {
+  certs = createTestCerts();
+  stack = await startStack({
+    env: {
+      NODE_EXTRA_CA_CERTS: certs.caFile,
+      WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
+      // A first retry late enough to see a pending delivery with its next_attempt_at.
+      WEBHOOK_RETRY_SCHEDULE: '2s,100ms,100ms,100ms,100ms',
+      WEBHOOK_TIMEOUT: '1s',
+      WEBHOOK_LEASE_MARGIN: '1s',
+    },
+  });
+  keys = JSON.parse(
+    await stack.cli(['accounts', 'create', '--email', 'doc@example.com', '--rate-limit', '100000']),
+  );
+  doc = (await (await fetch(`${stack.baseUrl}/v1/openapi.json`)).json()) as Json;
+  ajv = new Ajv2020({ strict: false, allErrors: true });
+  addFormats.default(ajv);
+  ajv.addSchema({ ...(strict(doc) as Json), $id: 'openapi.json' });
+}, 120_000);
+
+afterAll(async () => {
+  await stack?.stop();
+  await Promise.all(receivers.map((r) => r.close()));
+});
+
+async function receiver(status = 200): Promise<Receiver> {
+  const r = await startReceiver({ certs });
+  r.reply = () => ({ status, body: status === 200 ? 'ok' : 'nope' });
+  receivers.push(r);
+  return r;
+}
+
+describe('every answer and every webhook payload validates against /v1/openapi.json', () => {
+  it('runs a journey through every operation', async () => {
+    const types = Object.keys(doc.webhooks);
+    const resourceTypes = types.filter((t) => !t.startsWith('webhook_endpoint.'));
+    const operational = types.filter((t) => t.startsWith('webhook_endpoint.'));
+
+    // Endpoints: one for everything, one failing, one nobody listens on (no status code), and
+    // one for the operational types when the API has them.
+    const all = await receiver();
+    const failing = await receiver(500);
+    const ops = await receiver();
+    const hookAll = await ok('POST', '/v1/webhooks', { url: all.url, events: ['*'], description: 'all' });
+    const hookFailing = await ok('POST', '/v1/webhooks', { url: failing.url, events: ['order.created'] });
+    const hookOps =
+      operational.length > 0
+        ? await ok('POST', '/v1/webhooks', { url: ops.url, events: operational, description: 'ops' })
+        : undefined;
+    expect(hookFailing.description).toBeNull();
+    await ok('GET', `/v1/webhooks/${hookAll.id}`);
+    await ok('GET', '/v1/webhooks?limit=100');
+    await ok('POST', `/v1/webhooks/${hookAll.id}`, { description: 'everything' });
+
+    // Products: with and without description, update, list, archive; idempotent replay.
+    const idem = { 'idempotency-key': `doc-${Date.now()}` };
+    const tea = await call(
+      keys.secret_key,
+      'POST',
+      '/v1/products',
+      { name: 'Tea', price: 450, currency: 'EUR' },
+      idem,
+    );
+    const replay = await call(
+      keys.secret_key,
+      'POST',
+      '/v1/products',
+      { name: 'Tea', price: 450, currency: 'EUR' },
+      idem,
+    );
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    expect(replay.json.id).toBe(tea.json.id);
+    const cup = await ok('POST', '/v1/products', {
+      name: 'Cup',
+      description: 'Porcelain, 200 ml.',
+      price: 1200,
+      currency: 'EUR',
+    });
+    await ok('GET', `/v1/products/${tea.json.id}`);
+    await ok('GET', `/v1/products/${tea.json.id}`, undefined, keys.publishable_key);
+    await ok('POST', `/v1/products/${cup.id}`, { price: 1300 });
+    await ok('GET', '/v1/products?limit=1');
+    await ok('GET', '/v1/products?active=true', undefined, keys.publishable_key);
+
+    // Orders and payments through every transition.
+    const order = (body?: Json) =>
+      ok('POST', '/v1/orders', {
+        customer: { name: 'Ada', phone: '+4915112345678' },
+        currency: 'EUR',
+        items: [
+          { product: tea.json.id, quantity: 2 },
+          { name: 'Gift wrap', unit_amount: 250, quantity: 1 },
+        ],
+        ...body,
+      });
+    const o1 = await order();
+    expect(o1.items[1].product).toBeNull();
+    await ok('GET', `/v1/orders/${o1.id}`);
+    await ok('GET', '/v1/orders?status=pending&limit=5');
+    const p1 = await ok('POST', '/v1/payments', { order: o1.id });
+    await ok('GET', `/v1/payments/${p1.id}`);
+    await ok('GET', `/v1/payments?order=${o1.id}`);
+    await ok('POST', `/v1/test_helpers/payments/${p1.id}/complete`, {});
+    await ok('POST', `/v1/orders/${o1.id}/fulfill`, {});
+    const o2 = await order();
+    const p2 = await ok('POST', '/v1/payments', { order: o2.id });
+    const failed = await ok('POST', `/v1/test_helpers/payments/${p2.id}/fail`, {
+      failure_message: 'Declined.',
+    });
+    expect(failed.failure_message).toBe('Declined.');
+    await ok('POST', `/v1/orders/${o2.id}/cancel`, {});
+    const o3 = await order();
+    const p3 = await ok('POST', '/v1/payments', { order: o3.id });
+    await ok('POST', `/v1/test_helpers/payments/${p3.id}/complete`, {});
+    await ok('POST', `/v1/orders/${o3.id}/refund`, {});
+    await ok('GET', '/v1/payments');
+    await ok('DELETE', `/v1/products/${cup.id}`);
+
+    // Conversations and messages.
+    const conv = await ok('POST', '/v1/conversations', {
+      customer: { name: 'Ada', phone: '+4915112345678' },
+    });
+    expect(conv.closed_at).toBeNull();
+    await ok('GET', `/v1/conversations/${conv.id}`);
+    const sent = await ok('POST', `/v1/conversations/${conv.id}/messages`, { text: 'Hello!' });
+    await ok('POST', `/v1/test_helpers/conversations/${conv.id}/inbound_messages`, { text: 'Hi!' });
+    await ok('GET', `/v1/conversations/${conv.id}/messages?limit=10`);
+    await ok('GET', `/v1/messages/${sent.id}`);
+    const closed = await ok('POST', `/v1/conversations/${conv.id}/close`, {});
+    expect(closed.closed_at).not.toBeNull();
+    await ok('GET', '/v1/conversations?status=closed');
+
+    // Events.
+    const events = await ok('GET', '/v1/events?limit=100');
+    await ok('GET', `/v1/events/${events.data[0].id}`);
+    await ok('GET', '/v1/events?type=order.created');
+
+    // Deliveries: succeeded, failing until the endpoint is unhealthy, and without any answer.
+    await all.waitFor(resourceTypes.length, 30_000);
+    await until(
+      'every resource event type at the receiver',
+      async () => new Set(all.received.map((r) => JSON.parse(r.body).type)),
+      (seen) => resourceTypes.every((t) => seen.has(t)),
+    );
+    await ok('GET', `/v1/webhooks/${hookAll.id}/deliveries`);
+    const unhealthy = await until(
+      'the failing endpoint to become unhealthy',
+      () => ok('GET', `/v1/webhooks/${hookFailing.id}`),
+      (e) => e.status === 'unhealthy',
+    );
+    expect(unhealthy.failing_since).not.toBeNull();
+    expect(unhealthy.last_error).not.toBeNull();
+    const hookDead = await ok('POST', '/v1/webhooks', {
+      url: 'https://127.0.0.1:9/hooks',
+      events: ['product.created'],
+    });
+    await ok('POST', '/v1/products', { name: 'Spoon', price: 300, currency: 'EUR' });
+    const dead = await until(
+      'attempts to the endpoint nobody listens on',
+      () => ok('GET', `/v1/webhooks/${hookDead.id}/deliveries?limit=100`),
+      (l) => l.data.some((d: Json) => d.attempts.length > 0 && d.next_attempt_at !== null),
+    );
+    expect(dead.data[0].attempts[0].status_code).toBeNull();
+    const failingDeliveries = await ok('GET', `/v1/webhooks/${hookFailing.id}/deliveries?status=failed`);
+    await ok('POST', `/v1/webhooks/${hookFailing.id}/enable`, {});
+    failing.reply = () => ({ status: 200, body: 'ok' });
+    await ok('POST', `/v1/webhooks/${hookFailing.id}/deliveries/${failingDeliveries.data[0].id}/retry`, {});
+    await ok('POST', `/v1/webhooks/${hookAll.id}/test`, { type: 'payment.failed' });
+    await ok('POST', `/v1/webhooks/${hookFailing.id}/rotate_secret`, {});
+    await ok('POST', `/v1/webhooks/${hookFailing.id}`, { disabled: true });
+    await ok('DELETE', `/v1/webhooks/${hookDead.id}`);
+
+    // Operations added beyond these (recover, resend, …): called with what their request
+    // example and the ids at hand give; each must answer 2xx like any other.
+    const ids: Record<string, string> = {
+      webhooks: hookAll.id,
+      events: events.data[0].id,
+    };
+    for (const [template, opsOf] of Object.entries(doc.paths as Record<string, Json>)) {
+      for (const method of Object.keys(opsOf)) {
+        const key = `${method.toUpperCase()} ${template}`;
+        if (covered.has(key)) continue;
+        const collection = template.split('/')[2] ?? '';
+        const path = template.replace(/\{[^}]+\}/g, () => ids[collection] ?? 'missing');
+        const example = opsOf[method].requestBody?.content['application/json'].example;
+        await call(
+          keys.secret_key,
+          method.toUpperCase(),
+          path,
+          method === 'get' ? undefined : (example ?? {}),
+        );
+      }
+    }
+
+    // Errors answer with the envelope and a declared status.
+    await call(keys.secret_key, 'POST', '/v1/orders', { currency: 'EUR' });
+    await call('sk_test_nope', 'GET', '/v1/orders');
+    await call(keys.publishable_key, 'POST', '/v1/products', { name: 'x', price: 1, currency: 'EUR' });
+    await call(keys.secret_key, 'GET', '/v1/orders/ord_00000000000000000000000000');
+    await call(keys.secret_key, 'POST', '/v1/products', { name: 'Other', price: 1, currency: 'EUR' }, idem);
+    await call(keys.live_secret_key, 'POST', `/v1/test_helpers/payments/${p1.id}/complete`, {});
+    const slow: AccountKeys = JSON.parse(
+      await stack.cli(['accounts', 'create', '--email', 'slow@example.com', '--rate-limit', '1']),
+    );
+    const burst = await Promise.all(
+      Array.from({ length: 6 }, () => call(slow.secret_key, 'GET', '/v1/products')),
+    );
+    expect(burst.some((r) => r.status === 429)).toBe(true);
+    for (const s of ['400', '401', '403', '404', '422', '429']) expect(statusesSeen).toContain(s);
+
+    // Operational events, when the API has them: the failing endpoint went unhealthy, was
+    // enabled and disabled.
+    if (hookOps) {
+      await until(
+        'every operational event type',
+        async () => new Set(ops.received.map((r) => JSON.parse(r.body).type)),
+        (seen) => operational.every((t) => seen.has(t)),
+      );
+    }
+
+    // Every webhook payload: signed, and valid against the webhooks entry of its type.
+    const got = new Set<string>();
+    for (const [r, secret] of [
+      ...all.received.map((r) => [r, hookAll.secret] as const),
+      ...ops.received.map((r) => [r, hookOps?.secret] as const),
+    ]) {
+      const event = verifyWebhook(secret, Buffer.from(r.body), r.headers) as Json;
+      const type = event.type as string;
+      got.add(type);
+      if (!doc.webhooks[type]) {
+        failures.push(`webhook ${type}: not in the document's webhooks`);
+        continue;
+      }
+      const v = validator(`/webhooks/${esc(type)}/post/requestBody/content/application~1json/schema`);
+      if (!v(event)) failures.push(`webhook ${type}: ${ajv.errorsText(v.errors)}\n  body: ${r.body}`);
+    }
+    expect([...got].sort()).toEqual([...types].sort());
+
+    const missing = Object.entries(doc.paths as Record<string, Json>)
+      .flatMap(([template, opsOf]) => Object.keys(opsOf).map((m) => `${m.toUpperCase()} ${template}`))
+      .filter((k) => !covered.has(k));
+    expect(failures).toEqual([]);
+    expect(missing, 'operations the journey never got a 2xx from').toEqual([]);
+  }, 240_000);
+});
