@@ -12,6 +12,7 @@ import type { Logger } from '@mcs/kit/log';
 import { DecodeError, decodeObject, decodeParams, isListResponse, render, renderList } from '@mcs/rest';
 import type { Authenticator } from './auth.ts';
 import { createInFlight, createRecentAnswers, fingerprint } from './idempotency.ts';
+import type { Listen } from './listen.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import type { Match, Route } from './routes.ts';
 
@@ -31,6 +32,8 @@ export interface GatewayDeps {
   pages?: (req: IncomingMessage, res: ServerResponse, path: string) => boolean;
   /** The dashboard (HTML, cookies, form POSTs): serves every path under /dashboard itself. */
   dashboard?: (req: IncomingMessage, res: ServerResponse, path: string) => Promise<void>;
+  /** `mcs listen`: the stream of a listen endpoint and its acks (listen.ts). */
+  listen?: Listen;
   /** Fault injection for crash tests: `gateway.after_call` dies after a write's answer came back. */
   failpoint?: string | undefined;
 }
@@ -139,6 +142,21 @@ export function createHandler(deps: GatewayDeps) {
         return await deps.dashboard(req, res, path);
       }
       if (deps.pages?.(req, res, path)) return;
+      const listen = deps.listen?.match(method, path);
+      if (listen) {
+        if (listen.allow !== undefined) {
+          throw fail(
+            'method_not_allowed',
+            { message: `${method} is not allowed on ${path}. Allowed: ${listen.allow}.` },
+            { allow: listen.allow },
+          );
+        }
+        const who = await deps.auth.authenticate(req.headers.authorization);
+        const rate = deps.limiter.take(who.accountId, who.rateLimit);
+        if (!rate.ok) throw fail('rate_limited', undefined, { 'retry-after': String(rate.retryAfter) });
+        if (!who.secret) throw apiError('secret_key_required');
+        return await deps.listen!.handle(listen, req, res, who, requestId);
+      }
       const match = deps.match(method, path);
       if (match.kind === 'not_found') throw fail('route_not_found', { message: `No route for ${path}.` });
       if (match.kind === 'method_not_allowed') {

@@ -16,6 +16,7 @@ import { migrateGateway } from './db/migrate.ts';
 import { createPages } from './docs.ts';
 import { loadEnv } from './env.ts';
 import { createHandler, type UnaryCall } from './http.ts';
+import { createListen } from './listen.ts';
 import { buildOpenApi } from './openapi.ts';
 import { createPgTokenStore, createSharedRateLimiter } from './rate-limit.ts';
 import { buildRoutes, createMatcher, type Route } from './routes.ts';
@@ -92,6 +93,12 @@ await runProcess(log, async () => {
     },
   });
 
+  const listen = createListen({
+    nc,
+    prefix: env.MCS_NATS_PREFIX,
+    webhooks: createClient(webhooks.WebhookEndpointService, transports.get('webhooks')!),
+    log,
+  });
   const handler = createHandler({
     match: createMatcher(routes),
     clientFor,
@@ -111,6 +118,7 @@ await runProcess(log, async () => {
       await nc.flush();
     }),
     dashboard: dashboard.handle,
+    listen,
     failpoint: env.MCS_FAILPOINT,
   });
   const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
@@ -122,6 +130,7 @@ await runProcess(log, async () => {
   });
   log.info({ host: env.HOST, port: env.PORT, routes: routes.length }, 'gateway listening');
   return async () => {
+    listen.close(); // open mcs listen streams would hold the server open
     await new Promise<void>((resolve) => {
       server.close(() => resolve());
       server.closeIdleConnections();

@@ -7,6 +7,7 @@
 import { ApiError } from './api.ts';
 import { CliError, helpOf, parse, usageError } from './args.ts';
 import { EVENT_COMMANDS } from './commands/events.ts';
+import { LISTEN_COMMANDS } from './commands/listen.ts';
 import { LOGIN_COMMANDS } from './commands/login.ts';
 import { OPERATOR_COMMANDS } from './commands/operator.ts';
 import { TRIGGER_COMMANDS } from './commands/trigger.ts';
@@ -15,7 +16,7 @@ import { type Command, createContext } from './context.ts';
 
 const GROUPS: Array<[string, Command[]]> = [
   ['Getting started', LOGIN_COMMANDS],
-  ['Local development', TRIGGER_COMMANDS],
+  ['Local development', [...LISTEN_COMMANDS, ...TRIGGER_COMMANDS]],
   ['Events', EVENT_COMMANDS],
   ['Webhook endpoints', WEBHOOK_COMMANDS],
   ['Operator (accounts service, no API key)', OPERATOR_COMMANDS],

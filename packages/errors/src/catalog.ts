@@ -81,6 +81,11 @@ export const catalog = {
     message: 'This route does not accept this HTTP method.',
     doc: 'The path exists but not with this method. The `Allow` header lists the accepted methods.',
   },
+  not_a_listen_endpoint: {
+    type: 'invalid_request_error',
+    message: 'This webhook endpoint is not a listen endpoint.',
+    doc: 'Only endpoints whose `url` is `mcs-listen:` (what `mcs listen` creates, test mode only) stream their deliveries from `GET /v1/webhooks/{id}/listen`.',
+  },
   resource_missing: {
     type: 'not_found_error',
     message: 'No such resource.',

@@ -11,6 +11,7 @@ import { startConsumer } from './consumer.ts';
 import { migrateWebhooks } from './db/migrate.ts';
 import { idempotencyKeys } from './db/schema.ts';
 import { createEngine } from './delivery/engine.ts';
+import { createListenSender } from './delivery/listen.ts';
 import { createSender } from './delivery/sender.ts';
 import { createSecretBox, loadSecretsKey } from './domain/secrets.ts';
 import { loadEnv } from './env.ts';
@@ -44,10 +45,16 @@ await runProcess(log, async () => {
   const names = streamNames(env.MCS_NATS_PREFIX);
   await ensureStream(await nc.jetstreamManager(), names);
 
-  const sender = createSender({
+  // Listen endpoints (mcs listen) are reached over NATS, every other URL over HTTP(S).
+  const sender = createListenSender({
+    nc,
+    prefix: env.MCS_NATS_PREFIX,
     timeoutMs: env.WEBHOOK_TIMEOUT,
-    allowPrivate: policy.allowPrivate,
-    connectionsPerOrigin: env.WEBHOOK_ENDPOINT_CONCURRENCY,
+    http: createSender({
+      timeoutMs: env.WEBHOOK_TIMEOUT,
+      allowPrivate: policy.allowPrivate,
+      connectionsPerOrigin: env.WEBHOOK_ENDPOINT_CONCURRENCY,
+    }),
   });
   const mailer = createMailer({
     db: database.db,

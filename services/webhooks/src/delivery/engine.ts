@@ -360,12 +360,17 @@ export function createEngine(opts: EngineOptions): Engine {
     const startedAt = clock();
     const secret = opts.box.open(target.secretSealed);
     const timestamp = Math.floor(startedAt.getTime() / 1000);
-    const result = await opts.sender.send(target.url, target.body, {
-      'x-service-signature': serviceSignature(secret, target.body),
-      'webhook-id': target.eventId,
-      'webhook-timestamp': String(timestamp),
-      'webhook-signature': standardSignature(secret, target.eventId, timestamp, target.body),
-    });
+    const result = await opts.sender.send(
+      target.url,
+      target.body,
+      {
+        'x-service-signature': serviceSignature(secret, target.body),
+        'webhook-id': target.eventId,
+        'webhook-timestamp': String(timestamp),
+        'webhook-signature': standardSignature(secret, target.eventId, timestamp, target.body),
+      },
+      { endpointId: item.endpointId, deliveryId: item.deliveryId, attempt: target.attempts + 1 },
+    );
     const attempted: Attempted = {
       deliveryId: item.deliveryId,
       endpointId: item.endpointId,

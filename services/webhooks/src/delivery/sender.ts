@@ -29,8 +29,15 @@ export function parseRetryAfter(value: string | string[] | undefined, now = Date
   return Math.max(0, at - now);
 }
 
+/** Which attempt a send is (listen endpoints route by it; HTTP ignores it). */
+export interface AttemptOf {
+  endpointId: string;
+  deliveryId: string;
+  attempt: number;
+}
+
 export interface Sender {
-  send(url: string, body: string, headers: Record<string, string>): Promise<AttemptResult>;
+  send(url: string, body: string, headers: Record<string, string>, to?: AttemptOf): Promise<AttemptResult>;
   close(): Promise<void>;
 }
 

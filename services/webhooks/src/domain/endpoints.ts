@@ -6,6 +6,7 @@ import { apiError } from '@mcs/errors';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
 import { newId } from '@mcs/kit/ids';
+import { LISTEN_URL } from '@mcs/kit/listen';
 import { EVENT_TYPES } from '@mcs/kit/outbox';
 import { pageLimit } from '@mcs/kit/resources';
 import { optionalText } from '@mcs/kit/validate';
@@ -153,6 +154,21 @@ export async function validateUrl(raw: string, policy: EndpointPolicy): Promise<
   return url.toString();
 }
 
+/**
+ * Where deliveries go: a URL validateUrl accepts, or LISTEN_URL — an `mcs listen` session
+ * (kit/listen.ts), in test mode only.
+ */
+export async function targetUrl(raw: string, livemode: boolean, policy: EndpointPolicy): Promise<string> {
+  if (raw !== LISTEN_URL) return validateUrl(raw, policy);
+  if (livemode) {
+    throw apiError('test_mode_only', {
+      param: 'url',
+      message: `Listen endpoints (url "${LISTEN_URL}", for mcs listen) exist in test mode only.`,
+    });
+  }
+  return LISTEN_URL;
+}
+
 export interface CreateEndpointInput {
   url: string;
   events: string[];
@@ -169,7 +185,7 @@ export async function createEndpoint(
   deps: { box: SecretBox; policy: EndpointPolicy },
   now = new Date(),
 ): Promise<{ endpoint: Endpoint; secret: string }> {
-  const url = await validateUrl(input.url, deps.policy);
+  const url = await targetUrl(input.url, caller.livemode, deps.policy);
   const events = validateEvents(input.events);
   const description = optionalText(input.description, 'description', 500);
   const maxRate = input.maxRate === undefined ? null : validateMaxRate(input.maxRate, false);
@@ -242,7 +258,7 @@ export async function updateEndpoint(
 ): Promise<Endpoint> {
   const current = await getEndpoint(tx, caller, id, { lock: true });
   const patch: Partial<typeof endpoints.$inferInsert> = { updatedAt: now };
-  if (input.url !== undefined) patch.url = await validateUrl(input.url, deps.policy);
+  if (input.url !== undefined) patch.url = await targetUrl(input.url, caller.livemode, deps.policy);
   if (input.events !== undefined && input.events.length > 0) patch.events = validateEvents(input.events);
   if (input.description !== undefined) {
     patch.description = input.description === '' ? null : optionalText(input.description, 'description', 500);

@@ -1,0 +1,281 @@
+// mcs listen: deliveries to a server on this machine, without a public URL. A listen endpoint
+// (url "mcs-listen:", test mode) gets the account's events like any endpoint; the gateway
+// streams each attempt to this process (GET /v1/webhooks/{id}/listen), which POSTs the exact
+// body to --forward-to, signed again with a session secret printed at start, and reports the
+// local server's answer back (POST …/listen/ack), so the delivery's record is what really
+// happened. Ctrl-C removes the endpoint. Design: packages/kit/src/listen.ts, gateway README.
+import { createHmac, randomBytes } from 'node:crypto';
+import { LISTEN_URL, type ListenFrame } from '@mcs/kit/listen';
+import type { Api, Json } from '../api.ts';
+import { ApiError } from '../api.ts';
+import { CliError, type Parsed, required, str, usageError } from '../args.ts';
+import type { Command, Ctx } from '../context.ts';
+import { when } from '../output.ts';
+import { TRIGGER_TYPES } from './trigger.ts';
+
+const FORWARD_TIMEOUT_MS = 10_000;
+const EXCERPT_KEEP = 2048;
+
+/** `order.created,payment.*` → the endpoint's event list (patterns expanded, sorted). */
+export function expandEvents(text: string | undefined): string[] {
+  if (text === undefined || text.trim() === '' || text.trim() === '*') return ['*'];
+  const out = new Set<string>();
+  for (const raw of text.split(',')) {
+    const item = raw.trim();
+    if (item === '') continue;
+    if (item === '*') return ['*'];
+    if (item.endsWith('.*')) {
+      const prefix = item.slice(0, -1);
+      const hits = TRIGGER_TYPES.filter((t) => t.startsWith(prefix));
+      if (hits.length === 0)
+        throw new CliError(`--events: "${item}" matches no event type (${TRIGGER_TYPES.join(', ')})`);
+      for (const h of hits) out.add(h);
+    } else out.add(item); // the API checks the name
+  }
+  return [...out].sort();
+}
+
+/** The signatures the service puts on deliveries (CONTRACT §4), made with the session's secret. */
+export function signatureHeaders(
+  secret: string,
+  eventId: string,
+  body: string,
+  now = Date.now(),
+): Record<string, string> {
+  const timestamp = Math.floor(now / 1000);
+  const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
+  const standard = createHmac('sha256', key)
+    .update(`${eventId}.${timestamp}.${body}`, 'utf8')
+    .digest('base64');
+  return {
+    'x-service-signature': createHmac('sha256', secret).update(body, 'utf8').digest('hex'),
+    'webhook-id': eventId,
+    'webhook-timestamp': String(timestamp),
+    'webhook-signature': `v1,${standard}`,
+  };
+}
+
+interface Forwarded {
+  status_code: number | null;
+  error: string | null;
+  latency_ms: number;
+  response_excerpt: string | null;
+}
+
+async function forward(url: string, body: string, headers: Record<string, string>): Promise<Forwarded> {
+  const started = performance.now();
+  const ms = () => Math.round(performance.now() - started);
+  try {
+    const res = await fetch(url, {
+      method: 'POST',
+      body,
+      headers: { 'content-type': 'application/json', 'user-agent': 'mcs-listen/1', ...headers },
+      redirect: 'manual',
+      signal: AbortSignal.timeout(FORWARD_TIMEOUT_MS),
+    });
+    const text = await res.text().catch(() => '');
+    return {
+      status_code: res.status,
+      error: null,
+      latency_ms: ms(),
+      response_excerpt: text.slice(0, EXCERPT_KEEP),
+    };
+  } catch (err) {
+    const e = err as Error & { cause?: { code?: string; errors?: Array<{ code?: string }> } };
+    const why =
+      e.name === 'TimeoutError'
+        ? `timed out after ${FORWARD_TIMEOUT_MS} ms`
+        : (e.cause?.code ?? e.cause?.errors?.[0]?.code ?? e.message);
+    return { status_code: null, error: `${url}: ${why}`, latency_ms: ms(), response_excerpt: null };
+  }
+}
+
+/** The listen endpoint to use: one left with the same events (a session that died), or a new one. */
+async function endpointFor(
+  api: Api,
+  events: string[],
+  forwardTo: string,
+): Promise<{ endpoint: Json; reused: boolean }> {
+  const list = await api.get('/v1/webhooks', { limit: 100 });
+  const same = (list.data as Json[]).find(
+    (e) => e.url === LISTEN_URL && JSON.stringify([...e.events].sort()) === JSON.stringify(events),
+  );
+  if (same) {
+    const endpoint = same.status === 'enabled' ? same : await api.post(`/v1/webhooks/${same.id}/enable`);
+    return { endpoint, reused: true };
+  }
+  const endpoint = await api.post('/v1/webhooks', {
+    url: LISTEN_URL,
+    events,
+    description: `mcs listen → ${forwardTo}`.slice(0, 500),
+  });
+  return { endpoint, reused: false };
+}
+
+async function* lines(body: ReadableStream<Uint8Array>): AsyncGenerator<string> {
+  let buffered = '';
+  for await (const chunk of body.pipeThrough(new TextDecoderStream())) {
+    buffered += chunk;
+    let nl = buffered.indexOf('\n');
+    while (nl >= 0) {
+      yield buffered.slice(0, nl);
+      buffered = buffered.slice(nl + 1);
+      nl = buffered.indexOf('\n');
+    }
+  }
+}
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const t = setTimeout(resolve, ms);
+    signal.addEventListener('abort', () => {
+      clearTimeout(t);
+      resolve();
+    });
+  });
+
+async function listen(ctx: Ctx, p: Parsed, spec: Command): Promise<number> {
+  const forwardTo = required(p, 'forward-to', spec);
+  try {
+    const u = new URL(forwardTo);
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('scheme');
+  } catch {
+    throw usageError(`--forward-to must be an http(s) URL, not "${forwardTo}"`, spec);
+  }
+  const events = expandEvents(str(p, 'events'));
+  const secret = str(p, 'secret') ?? `whsec_${randomBytes(24).toString('base64')}`;
+  if (!/^whsec_[A-Za-z0-9+/]{32,}={0,2}$/.test(secret)) {
+    throw usageError('--secret must be whsec_ followed by the base64 of at least 24 bytes', spec);
+  }
+  const api = await ctx.api();
+  if (api.livemode) throw new CliError('mcs listen runs in test mode only: use a sk_test_ key');
+  const { endpoint, reused } = await ctx.progress('Preparing a listen endpoint', () =>
+    endpointFor(api, events, forwardTo),
+  );
+  const id = endpoint.id as string;
+  const path = `/v1/webhooks/${encodeURIComponent(id)}/listen`;
+
+  const stop = new AbortController();
+  const inFlight = new Set<Promise<void>>();
+  const onSignal = () => stop.abort();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+
+  const handle = async (frame: Extract<ListenFrame, { type: 'delivery' }>) => {
+    let type = '?';
+    try {
+      type = (JSON.parse(frame.body) as { type?: string }).type ?? '?';
+    } catch {}
+    const result = await forward(forwardTo, frame.body, signatureHeaders(secret, frame.event, frame.body));
+    const at = when(new Date().toISOString());
+    ctx.print(
+      {
+        type: 'forwarded',
+        event: frame.event,
+        event_type: type,
+        delivery: frame.delivery,
+        attempt: frame.attempt,
+        ...result,
+      },
+      () =>
+        `${at}  ${type}  ${frame.event}  → ${result.status_code !== null ? `[${result.status_code}]` : `[error: ${result.error}]`} POST ${forwardTo} (${result.latency_ms} ms)\n`,
+    );
+    try {
+      await api.post(`${path}/ack`, { ack: frame.ack, ...result });
+    } catch (err) {
+      const why = err instanceof ApiError ? err.describe() : (err as Error).message;
+      ctx.err(`could not report the result of ${frame.event} (${frame.delivery}): ${why}\n`);
+    }
+  };
+
+  let announced = false;
+  let failures = 0;
+  while (!stop.signal.aborted) {
+    try {
+      const res = await api.open(path, { signal: stop.signal });
+      if (!res.body) throw new Error('the stream has no body');
+      for await (const line of lines(res.body)) {
+        if (line.trim() === '') continue;
+        const frame = JSON.parse(line) as ListenFrame;
+        if (frame.type === 'ready') {
+          failures = 0;
+          if (!announced) {
+            announced = true;
+            ctx.print(
+              { type: 'ready', endpoint: id, reused, events, forward_to: forwardTo, secret },
+              () =>
+                `Ready: forwarding ${events.join(', ')} to ${forwardTo}\n` +
+                `Endpoint ${id} (${reused ? 'reused' : 'new'}, test mode); Ctrl-C stops and removes it.\n` +
+                `Session signing secret: ${secret}\n`,
+            );
+          } else ctx.err('reconnected\n');
+        } else if (frame.type === 'delivery') {
+          const job = handle(frame).finally(() => inFlight.delete(job));
+          inFlight.add(job);
+        }
+      }
+      if (!stop.signal.aborted) ctx.err('the API closed the stream; reconnecting\n');
+    } catch (err) {
+      if (stop.signal.aborted) break;
+      if (err instanceof ApiError && (err.status === 404 || err.status === 401 || err.status === 400)) {
+        process.off('SIGINT', onSignal);
+        process.off('SIGTERM', onSignal);
+        throw err; // the endpoint is gone or the key no longer works: nothing to wait for
+      }
+      ctx.err(
+        `connection to ${api.baseUrl} lost (${err instanceof ApiError ? err.describe() : (err as Error).message}); reconnecting\n`,
+      );
+    }
+    failures++;
+    await sleep(Math.min(500 * 2 ** Math.min(failures, 4), 8_000), stop.signal);
+  }
+
+  process.off('SIGINT', onSignal);
+  process.off('SIGTERM', onSignal);
+  await Promise.allSettled([...inFlight]);
+  let removed = false;
+  try {
+    await api.del(`/v1/webhooks/${encodeURIComponent(id)}`);
+    removed = true;
+  } catch (err) {
+    ctx.err(`could not remove ${id}: ${err instanceof ApiError ? err.describe() : (err as Error).message}\n`);
+  }
+  ctx.print({ type: 'stopped', endpoint: id, removed }, () =>
+    removed ? `Stopped; removed endpoint ${id}.\n` : 'Stopped.\n',
+  );
+  return removed ? 0 : 1;
+}
+
+const listenCommand: Command = {
+  name: 'listen',
+  usage: 'mcs listen --forward-to URL [--events TYPE,TYPE.*,…] [--secret whsec_…]',
+  summary:
+    "Forwards the account's test-mode events to a server on this machine (no public URL needed),\n" +
+    'printing each with the status your server answered.',
+  options: {
+    'forward-to': {
+      type: 'string',
+      description: 'URL: where to POST each event, e.g. http://localhost:3000/hooks',
+    },
+    events: {
+      type: 'string',
+      description: 'TYPES: event types, comma separated; `payment.*` for a family (default: all)',
+    },
+    secret: {
+      type: 'string',
+      description: 'SECRET: sign with this whsec_… secret (default: a new one each session)',
+    },
+  },
+  api: true,
+  details:
+    'Creates a listen endpoint (url "mcs-listen:", test mode) or reuses one left with the same events,\n' +
+    'streams its deliveries, POSTs each body unchanged to --forward-to with X-Service-Signature and the\n' +
+    "Standard Webhooks headers made with the session secret printed at start, and reports your server's\n" +
+    'answer back, so `mcs webhooks deliveries` shows it. Ctrl-C (SIGINT) or SIGTERM removes the endpoint.\n' +
+    'With --json: one JSON object per line (ready, forwarded…, stopped).',
+  run(ctx, p) {
+    return listen(ctx, p, this);
+  },
+};
+
+export const LISTEN_COMMANDS: Command[] = [listenCommand];

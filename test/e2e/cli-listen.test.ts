@@ -1,0 +1,275 @@
+// `mcs listen` end to end: the CLI as a process, the whole stack, and a real HTTP server on this
+// machine as the developer's app. Events reach it without a public URL, re-signed with the
+// session secret (checked with @mcs/webhook-verify), the app's answers are what the deliveries
+// record, Ctrl-C removes the endpoint, and a session that died leaves an endpoint the next one reuses.
+import type { ChildProcess } from 'node:child_process';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createInterface } from 'node:readline';
+import { type AccountKeys, type Stack, startStack } from '@mcs/testkit';
+import { verifyServiceSignature, verifyStandardSignature } from '@mcs/webhook-verify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cliEnv, spawnCli } from './cli-helpers.ts';
+
+interface Hit {
+  headers: http.IncomingHttpHeaders;
+  body: string;
+  path: string;
+}
+
+let stack: Stack;
+let keys: AccountKeys;
+let app: http.Server;
+let appUrl: string;
+const hits: Hit[] = [];
+let answer = 200;
+const children: ChildProcess[] = [];
+
+const ORDER = {
+  customer: { name: 'Ada', phone: '+4915112345678' },
+  currency: 'EUR',
+  items: [{ name: 'Tea', unit_amount: 450, quantity: 2 }],
+};
+
+beforeAll(async () => {
+  stack = await startStack({ env: { WEBHOOK_TIMEOUT: '3s', WEBHOOK_RETRY_SCHEDULE: '1s,1s,1s,1s,1s' } });
+  keys = await stack.createAccount();
+  app = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c));
+    req.on('end', () => {
+      hits.push({ headers: req.headers, body, path: req.url ?? '' });
+      res.writeHead(answer, { 'content-type': 'text/plain' }).end(answer === 200 ? 'thanks' : 'boom');
+    });
+  });
+  await new Promise<void>((r) => app.listen(0, '127.0.0.1', r));
+  appUrl = `http://127.0.0.1:${(app.address() as AddressInfo).port}/hooks`;
+});
+
+afterAll(async () => {
+  for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+  await new Promise((r) => app?.close(r));
+  await stack?.stop();
+});
+
+/** A running `mcs listen --json`: its lines as they come. */
+function startListen(args: string[]) {
+  const child = spawnCli(
+    ['listen', '--forward-to', appUrl, '--json', ...args],
+    cliEnv(stack, { MCS_API_KEY: keys.secret_key }),
+  );
+  child.stdin!.end();
+  children.push(child);
+  const lines: Array<Record<string, unknown>> = [];
+  let stderr = '';
+  child.stderr!.on('data', (c: Buffer) => (stderr += c));
+  createInterface({ input: child.stdout! }).on('line', (l) => lines.push(JSON.parse(l)));
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  async function next(type: string, from = 0, timeoutMs = 20_000) {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const hit = lines.slice(from).find((l) => l.type === type);
+      if (hit) return hit;
+      if (child.exitCode !== null) throw new Error(`mcs listen exited ${child.exitCode}: ${stderr}`);
+      if (Date.now() > deadline)
+        throw new Error(`no ${type} line in ${timeoutMs} ms: ${JSON.stringify(lines)} ${stderr}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  return { child, lines, next, exited, stderr: () => stderr };
+}
+
+async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+describe('mcs listen', () => {
+  it('forwards subscribed events re-signed, records the answers, and removes its endpoint on Ctrl-C', async () => {
+    const session = startListen(['--events', 'order.created,payment.*']);
+    const ready = await session.next('ready');
+    expect(ready).toMatchObject({
+      reused: false,
+      forward_to: appUrl,
+      events: ['order.created', 'payment.completed', 'payment.failed'],
+    });
+    const secret = ready.secret as string;
+    expect(secret).toMatch(/^whsec_/);
+    const id = ready.endpoint as string;
+    const ep = await stack.api(keys.secret_key, 'GET', `/v1/webhooks/${id}`);
+    expect(ep.json).toMatchObject({ url: 'mcs-listen:', status: 'enabled', livemode: false });
+
+    // An order: its order.created reaches the app, signed with the session's secret.
+    answer = 200;
+    const order = await stack.api(keys.secret_key, 'POST', '/v1/orders', ORDER);
+    expect(order.status).toBe(200);
+    const forwarded = await session.next('forwarded');
+    expect(forwarded).toMatchObject({
+      event_type: 'order.created',
+      status_code: 200,
+      error: null,
+      response_excerpt: 'thanks',
+    });
+    expect(hits).toHaveLength(1);
+    const hit = hits[0]!;
+    expect(hit.path).toBe('/hooks');
+    expect(JSON.parse(hit.body)).toMatchObject({
+      object: 'event',
+      type: 'order.created',
+      data: { id: order.json.id },
+    });
+    expect(verifyServiceSignature(secret, hit.body, hit.headers['x-service-signature'] as string)).toBe(true);
+    expect(() =>
+      verifyStandardSignature(secret, hit.body, hit.headers as Record<string, string>),
+    ).not.toThrow();
+    expect(hit.headers['webhook-id']).toBe(forwarded.event);
+    const deliveries = await waitFor('the success to be recorded', async () => {
+      const r = await stack.api(keys.secret_key, 'GET', `/v1/webhooks/${id}/deliveries`);
+      return r.json.data[0]?.status === 'succeeded' ? r.json.data : undefined;
+    });
+    expect(deliveries[0]).toMatchObject({ event: forwarded.event, attempt_count: 1 });
+    expect(deliveries[0].attempts[0]).toMatchObject({
+      status_code: 200,
+      error: null,
+      response_excerpt: 'thanks',
+    });
+
+    // The app fails: the delivery records its 500 and is retried on the schedule.
+    answer = 500;
+    const second = await stack.api(keys.secret_key, 'POST', '/v1/orders', ORDER);
+    const failed = await session.next('forwarded', session.lines.indexOf(forwarded) + 1);
+    expect(failed).toMatchObject({ status_code: 500, response_excerpt: 'boom' });
+    const retried = await waitFor('a retry of the failed delivery', async () => {
+      const r = await stack.api(keys.secret_key, 'GET', `/v1/webhooks/${id}/deliveries`);
+      const d = r.json.data.find((x: { event: string }) => x.event === failed.event);
+      return d && d.attempt_count >= 2 ? d : undefined;
+    });
+    expect(retried.attempts[0]).toMatchObject({
+      status_code: 500,
+      error: 'HTTP 500',
+      response_excerpt: 'boom',
+    });
+    answer = 200;
+    await waitFor('the retry to succeed', async () => {
+      const r = await stack.api(keys.secret_key, 'GET', `/v1/webhooks/${id}/deliveries`);
+      const d = r.json.data.find((x: { event: string }) => x.event === failed.event);
+      return d?.status === 'succeeded' ? d : undefined;
+    });
+    expect(JSON.parse(hits.at(-1)!.body).data.id).toBe(second.json.id);
+
+    // A product is not subscribed: nothing arrives for it.
+    const before = hits.length;
+    await stack.api(keys.secret_key, 'POST', '/v1/products', { name: 'Tea', price: 450, currency: 'EUR' });
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect(hits.slice(before).map((h) => JSON.parse(h.body).type)).not.toContain('product.created');
+
+    // Ctrl-C: the endpoint goes, the process ends cleanly.
+    session.child.kill('SIGINT');
+    expect(await session.exited).toBe(0);
+    expect(session.lines.at(-1)).toEqual({ type: 'stopped', endpoint: id, removed: true });
+    expect((await stack.api(keys.secret_key, 'GET', `/v1/webhooks/${id}`)).status).toBe(404);
+  });
+
+  it('reuses the endpoint a killed session left, and such an endpoint fails honestly meanwhile', async () => {
+    const first = startListen(['--events', 'conversation.created']);
+    const ready = await first.next('ready');
+    first.child.kill('SIGKILL');
+    await first.exited;
+    const id = ready.endpoint as string;
+
+    // No session: the attempt fails at once with the reason, and waits for its retry.
+    await stack.api(keys.secret_key, 'POST', '/v1/conversations', {
+      customer: { name: 'Ada', phone: '+4915112345678' },
+    });
+    const orphan = await waitFor('the attempt without a session', async () => {
+      const r = await stack.api(keys.secret_key, 'GET', `/v1/webhooks/${id}/deliveries`);
+      return r.json.data[0]?.attempts?.[0] ? r.json.data[0] : undefined;
+    });
+    expect(orphan.attempts[0]).toMatchObject({
+      status_code: null,
+      error: 'no mcs listen session is connected to this endpoint',
+    });
+
+    const second = startListen(['--events', 'conversation.created']);
+    const again = await second.next('ready');
+    expect(again).toMatchObject({ endpoint: id, reused: true });
+    // The pending delivery's next retry reaches the new session.
+    const forwarded = await second.next('forwarded');
+    expect(forwarded).toMatchObject({ event_type: 'conversation.created', status_code: 200 });
+    second.child.kill('SIGTERM');
+    expect(await second.exited).toBe(0);
+    expect((await stack.api(keys.secret_key, 'GET', `/v1/webhooks/${id}`)).status).toBe(404);
+  });
+
+  it('prints readable lines without --json', async () => {
+    const child = spawnCli(
+      ['listen', '--forward-to', appUrl, '--events', 'product.updated'],
+      cliEnv(stack, { MCS_API_KEY: keys.secret_key }),
+    );
+    child.stdin!.end();
+    children.push(child);
+    let out = '';
+    child.stdout!.on('data', (c: Buffer) => (out += c));
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    await waitFor('the ready lines', async () => (out.includes('Session signing secret') ? true : undefined));
+    expect(out).toMatch(/^Ready: forwarding product\.updated to http:\/\/127\.0\.0\.1:\d+\/hooks\n/);
+    expect(out).toMatch(/Session signing secret: whsec_[A-Za-z0-9+/=]+\n/);
+    answer = 200;
+    const product = await stack.api(keys.secret_key, 'POST', '/v1/products', {
+      name: 'Tea',
+      price: 450,
+      currency: 'EUR',
+    });
+    await stack.api(keys.secret_key, 'POST', `/v1/products/${product.json.id}`, { price: 500 });
+    await waitFor('the forwarded line', async () =>
+      out.includes('product.updated  evt_') ? true : undefined,
+    );
+    expect(out).toMatch(
+      /\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ {2}product\.updated {2}evt_\w+ {2}→ \[200\] POST http:\/\/127\.0\.0\.1:\d+\/hooks \(\d+ ms\)\n/,
+    );
+    child.kill('SIGINT');
+    expect(await exited).toBe(0);
+    expect(out).toMatch(/Stopped; removed endpoint we_\w+\.\n$/);
+  });
+
+  it('refuses live mode, other endpoints and stray acks with the error envelope', async () => {
+    const live = await stack.api(keys.live_secret_key, 'POST', '/v1/webhooks', {
+      url: 'mcs-listen:',
+      events: ['*'],
+    });
+    expect(live.status).toBe(403);
+    expect(live.json.error).toMatchObject({ code: 'test_mode_only', param: 'url' });
+
+    const plain = await stack.api(keys.secret_key, 'POST', '/v1/webhooks', {
+      url: 'https://example.com/hooks',
+      events: ['*'],
+    });
+    const notListen = await stack.api(keys.secret_key, 'GET', `/v1/webhooks/${plain.json.id}/listen`);
+    expect(notListen.status).toBe(400);
+    expect(notListen.json.error).toMatchObject({
+      type: 'invalid_request_error',
+      code: 'not_a_listen_endpoint',
+    });
+    expect(notListen.headers.get('request-id')).toMatch(/^req_/);
+
+    const missing = await stack.api(keys.secret_key, 'GET', '/v1/webhooks/we_missing/listen');
+    expect(missing.status).toBe(404);
+    const wrongMethod = await stack.api(keys.secret_key, 'POST', `/v1/webhooks/${plain.json.id}/listen`);
+    expect(wrongMethod.status).toBe(405);
+    const stray = await stack.api(keys.secret_key, 'POST', `/v1/webhooks/${plain.json.id}/listen/ack`, {
+      ack: 'nope',
+      status_code: 200,
+    });
+    expect(stray.status).toBe(404);
+    expect(stray.json.error).toMatchObject({ code: 'resource_missing', param: 'ack' });
+    const noAck = await stack.api(keys.secret_key, 'POST', `/v1/webhooks/${plain.json.id}/listen/ack`, {});
+    expect(noAck.json.error).toMatchObject({ code: 'missing_required_field', param: 'ack' });
+    const noKey = await fetch(`${stack.baseUrl}/v1/webhooks/${plain.json.id}/listen`);
+    expect(noKey.status).toBe(401);
+  });
+});
