@@ -152,7 +152,8 @@ export function createHandler(deps: GatewayDeps) {
           );
         }
         const who = await deps.auth.authenticate(req.headers.authorization);
-        const rate = deps.limiter.take(who.accountId, who.rateLimit);
+        const taken = deps.limiter.take(who.accountId, who.rateLimit);
+        const rate = taken instanceof Promise ? await taken : taken;
         if (!rate.ok) throw fail('rate_limited', undefined, { 'retry-after': String(rate.retryAfter) });
         if (!who.secret) throw apiError('secret_key_required');
         return await deps.listen!.handle(listen, req, res, who, requestId);

@@ -43,7 +43,7 @@ export function createListenSender(opts: {
           : code === ErrorCode.Timeout
             ? `timed out after ${timeoutMs} ms (mcs listen)`
             : `mcs listen: ${(err as Error).message}`;
-      return { ok: false, statusCode: null, error, latencyMs: elapsed(), excerpt: null };
+      return { ok: false, statusCode: null, error, latencyMs: elapsed(), excerpt: null, retryAfterMs: null };
     }
     const status = typeof reply.status_code === 'number' ? reply.status_code : null;
     const ok = status !== null && status >= 200 && status < 300;
@@ -56,6 +56,7 @@ export function createListenSender(opts: {
       // The local server's time as the CLI measured it; the whole hop if it said nothing.
       latencyMs: typeof reply.latency_ms === 'number' ? reply.latency_ms : elapsed(),
       excerpt: typeof reply.response_excerpt === 'string' ? reply.response_excerpt : null,
+      retryAfterMs: null,
     };
   }
 
