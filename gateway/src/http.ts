@@ -115,6 +115,17 @@ export function createHandler(deps: GatewayDeps) {
     }
     let json: unknown = {};
     if (raw.length > 0) {
+      // A body in another format (a form post, text/plain from a bare fetch) is refused by name
+      // rather than parsed and reported as bad JSON.
+      const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+      if (type !== 'application/json') {
+        throw fail('unsupported_media_type', {
+          message:
+            type === ''
+              ? 'The request has a body but no Content-Type. Send JSON with "Content-Type: application/json".'
+              : `Request bodies must be JSON sent with "Content-Type: application/json", not ${JSON.stringify(type.slice(0, 100))}.`,
+        });
+      }
       try {
         json = JSON.parse(raw.toString('utf8'));
       } catch {
@@ -174,7 +185,11 @@ export function createHandler(deps: GatewayDeps) {
       const taken = deps.limiter.take(principal.accountId, principal.rateLimit);
       const rate = taken instanceof Promise ? await taken : taken;
       if (!rate.ok) throw fail('rate_limited', undefined, { 'retry-after': String(rate.retryAfter) });
-      if (route.write && !principal.secret) throw apiError('secret_key_required');
+      if (!principal.secret && !route.publishable) {
+        throw apiError('secret_key_required', {
+          message: `Publishable keys (pk_) can only read the product catalog (GET /v1/products, GET /v1/products/{id}). Use a secret key (sk_) for ${route.httpMethod} ${route.path}.`,
+        });
+      }
       if (route.testHelper && principal.livemode) throw apiError('test_mode_only');
 
       const rawKey = req.headers['idempotency-key'];

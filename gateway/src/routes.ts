@@ -18,7 +18,15 @@ export interface Route {
   write: boolean;
   /** Simulations of the outside world: test-mode keys only. */
   testHelper: boolean;
+  /**
+   * Open to publishable keys, which end up in client-side code: the product catalog only. Orders
+   * (customer phone numbers), payments, conversations, messages, events and webhook endpoints
+   * need a secret key even to read.
+   */
+  publishable: boolean;
 }
+
+const PUBLISHABLE = new Set(['GET /v1/products', 'GET /v1/products/{id}']);
 
 function ownerOf(service: DescService): ServiceName {
   const name = service.file.proto.package.split('.')[1];
@@ -49,6 +57,7 @@ export function buildRoutes(): Route[] {
         owner: ownerOf(desc),
         write: httpMethod !== 'GET',
         testHelper: rule.path.startsWith('/v1/test_helpers/'),
+        publishable: PUBLISHABLE.has(`${httpMethod} ${rule.path}`),
       });
     }
   }

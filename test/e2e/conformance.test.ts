@@ -60,11 +60,36 @@ describe('every route', () => {
     expect(routes.length).toBeGreaterThanOrEqual(6);
   });
 
-  it('refuses writes with a publishable key (403 permission_error)', async () => {
-    for (const r of routes.filter((r) => r.method !== 'GET')) {
-      const res = await call(a.publishable_key, r.method, fill(r.path, {}), '{}');
+  it('lets publishable keys read the product catalog and nothing else (403 permission_error)', async () => {
+    const catalog = new Set(['GET /v1/products', 'GET /v1/products/{id}']);
+    const ids = await fixtures(a.secret_key);
+    for (const r of routes) {
+      const path = fill(r.path, { id: ids.products ?? 'x' });
+      const res = await call(a.publishable_key, r.method, path, r.method === 'GET' ? undefined : '{}');
+      if (catalog.has(`${r.method} ${r.path}`)) {
+        expect(res.status, `${r.method} ${path}: ${res.text}`).toBe(200);
+        continue;
+      }
       expect(res.status, `${r.method} ${r.path}`).toBe(403);
-      expect(res.json.error.type).toBe('permission_error');
+      expect(res.json.error).toMatchObject({ type: 'permission_error', code: 'secret_key_required' });
+      expect(res.json.error.message).toContain(`${r.method} ${r.path}`);
+    }
+  });
+
+  it('answers 400 param starting_after to a cursor that is not an id of the list on every list', async () => {
+    const ids = await fixtures(a.secret_key);
+    const lists = routes.filter((r) => r.method === 'GET' && !r.path.endsWith('}'));
+    expect(lists.length).toBeGreaterThanOrEqual(8);
+    for (const r of lists) {
+      const values: Record<string, string> = {};
+      for (const [, name] of r.path.matchAll(/\{(\w+)\}/g)) values[name!] = ids[collectionOf(r.path, name!)]!;
+      const path = fill(r.path, values);
+      expect((await call(a.secret_key, 'GET', path)).status, `${path}`).toBe(200);
+      for (const cursor of ['garbage', 'zzz_01kaaaaaaaaaaaaaaaaaaaaaaa', `${ids.orders}x`]) {
+        const res = await call(a.secret_key, 'GET', `${path}?starting_after=${cursor}`);
+        expect(res.status, `${path}?starting_after=${cursor}: ${res.text}`).toBe(400);
+        expect(res.json.error).toMatchObject({ type: 'invalid_request_error', param: 'starting_after' });
+      }
     }
   });
 

@@ -87,10 +87,20 @@ describe('authentication', () => {
     );
   });
 
-  it('lets publishable keys read but not write', async () => {
-    expect((await call('GET', '/v1/orders', { key: keys.publishable_key })).status).toBe(200);
+  it('lets publishable keys read the product catalog only', async () => {
+    const tea = await call('POST', '/v1/products', { body: { name: 'Tea', price: 450, currency: 'EUR' } });
+    const pk = { key: keys.publishable_key };
+    expect((await call('GET', '/v1/products', pk)).json.data.map((p: any) => p.id)).toContain(tea.json.id);
+    expect((await call('GET', `/v1/products/${tea.json.id}`, pk)).json.name).toBe('Tea');
+    for (const path of ['/v1/orders', '/v1/payments', '/v1/conversations', '/v1/events', '/v1/webhooks']) {
+      const res = await call('GET', path, pk);
+      expectError(res, 403, 'permission_error', 'secret_key_required');
+      expect(res.json.error.message).toBe(
+        `Publishable keys (pk_) can only read the product catalog (GET /v1/products, GET /v1/products/{id}). Use a secret key (sk_) for GET ${path}.`,
+      );
+    }
     expectError(
-      await call('POST', '/v1/orders', { key: keys.publishable_key, body: order() }),
+      await call('POST', '/v1/orders', { ...pk, body: order() }),
       403,
       'permission_error',
       'secret_key_required',
@@ -148,6 +158,36 @@ describe('errors', () => {
       'invalid_request_error',
       'invalid_json',
     );
+    // A body that is not JSON by its Content-Type is refused by name (a form post, text, none).
+    for (const type of [
+      'application/x-www-form-urlencoded',
+      'text/plain;charset=UTF-8',
+      'multipart/form-data; boundary=x',
+      null,
+    ]) {
+      const headers: Record<string, string> = type === null ? {} : { 'content-type': type };
+      const res = await fetch(`${stack.baseUrl}/v1/orders`, {
+        dispatcher: agent,
+        method: 'POST',
+        headers: { authorization: `Bearer ${keys.secret_key}`, ...headers },
+        // undici types a string body text/plain unless told; bytes carry no type of their own.
+        body: type === null ? Buffer.from(JSON.stringify(order())) : 'currency=EUR&customer[name]=Ada',
+      });
+      const text = await res.text();
+      expectError(
+        { status: res.status, headers: res.headers, text, json: JSON.parse(text) },
+        415,
+        'invalid_request_error',
+        'unsupported_media_type',
+      );
+      expect(JSON.parse(text).error.message).toContain('Content-Type: application/json');
+    }
+    // Content-Type parameters and case do not matter; an empty body needs no type.
+    const charset = await call('POST', '/v1/orders', {
+      body: order(),
+      headers: { 'content-type': 'Application/JSON; charset=utf-8' },
+    });
+    expect(charset.status, charset.text).toBe(200);
     const big = await call('POST', '/v1/orders', { raw: JSON.stringify({ pad: 'x'.repeat(1024 * 1024) }) });
     expectError(big, 413, 'invalid_request_error', 'body_too_large');
   });
@@ -167,6 +207,21 @@ describe('errors', () => {
       'invalid_type',
       'currency',
     );
+    // One code for every currency that is not ISO 4217, on orders and products alike.
+    for (const currency of ['ZZZ', 'eur', 'EURO', 'E1']) {
+      for (const [path, body] of [
+        ['/v1/orders', { ...order(), currency }],
+        ['/v1/products', { name: 'Tea', price: 450, currency }],
+      ] as const) {
+        expectError(
+          await call('POST', path, { body }),
+          400,
+          'invalid_request_error',
+          'invalid_currency',
+          'currency',
+        );
+      }
+    }
     expectError(
       await call('POST', '/v1/orders', { body: { ...order(), colour: 'red' } }),
       400,

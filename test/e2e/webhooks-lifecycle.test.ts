@@ -433,8 +433,9 @@ describe('GET /v1/events', () => {
     expect(bad.status).toBe(400);
     expect(bad.json.error).toMatchObject({ code: 'invalid_value', param: 'type' });
 
-    // Publishable keys read; other accounts and the other mode see nothing.
-    expect((await api(keys.publishable_key, 'GET', `/v1/events/${list.data[0].id}`)).status).toBe(200);
+    // Publishable keys may not read events (they live in client-side code); other accounts and
+    // the other mode see nothing.
+    expect((await api(keys.publishable_key, 'GET', `/v1/events/${list.data[0].id}`)).status).toBe(403);
     const stranger = await stack.createAccount();
     expect((await api(stranger.secret_key, 'GET', `/v1/events/${list.data[0].id}`)).status).toBe(404);
     expect((await api(keys.live_secret_key, 'GET', `/v1/events/${list.data[0].id}`)).status).toBe(404);

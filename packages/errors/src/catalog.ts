@@ -41,8 +41,8 @@ export const catalog = {
   },
   invalid_currency: {
     type: 'invalid_request_error',
-    message: 'Currencies are three upper-case letters (ISO 4217), e.g. "EUR".',
-    doc: "Currencies are given as ISO 4217 codes of three upper-case letters. Amounts are integers in the currency's minor unit.",
+    message: 'The currency is not an ISO 4217 code; give three upper-case letters such as "EUR".',
+    doc: "Currencies are ISO 4217 codes in circulation, in upper case (`EUR`, `USD`, `JPY`). Every other value (`eur`, `EURO`, `ZZZ`) gets this code. Amounts are integers in the currency's minor unit.",
   },
   invalid_url: {
     type: 'invalid_request_error',
@@ -63,6 +63,12 @@ export const catalog = {
     type: 'invalid_request_error',
     message: 'The request body is not valid JSON.',
     doc: 'Request bodies are JSON objects sent with `Content-Type: application/json`.',
+  },
+  unsupported_media_type: {
+    type: 'invalid_request_error',
+    status: 415,
+    message: 'Request bodies must be JSON sent with "Content-Type: application/json".',
+    doc: 'The request has a body in another format (a form post, `text/plain`, no `Content-Type` at all). Send a JSON object with `Content-Type: application/json`; `curl -d` alone sends a form, so add `-H "Content-Type: application/json"`.',
   },
   body_too_large: {
     type: 'invalid_request_error',
@@ -125,8 +131,9 @@ export const catalog = {
   },
   secret_key_required: {
     type: 'permission_error',
-    message: 'Publishable keys are read-only. Use a secret key (sk_) for this request.',
-    doc: 'Publishable keys (`pk_`) may only read. Writes need a secret key (`sk_`).',
+    message:
+      'Publishable keys (pk_) can only read the product catalog. Use a secret key (sk_) for this request.',
+    doc: 'Publishable keys (`pk_`) end up in client-side code, so they may only read what is safe there: the product catalog (`GET /v1/products`, `GET /v1/products/{id}`). Every other route (writes, and reads of orders, payments, conversations, messages, events and webhook endpoints) answers 403 with this code; use a secret key (`sk_`) on your server.',
   },
   test_mode_only: {
     type: 'permission_error',

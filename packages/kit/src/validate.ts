@@ -1,8 +1,8 @@
 // Input rules shared by several services. Each failure is the catalog error naming the param.
 import { apiError } from '@mcs/errors';
+import { ISO_4217 } from './currencies.ts';
 
 const E164 = /^\+[1-9]\d{7,14}$/;
-const CURRENCY = /^[A-Z]{3}$/;
 
 export function requireText(value: string | undefined, param: string, max = 500): string {
   const v = value?.trim() ?? '';
@@ -26,10 +26,18 @@ export function requirePhone(value: string | undefined, param: string): string {
   return v;
 }
 
+/** An ISO 4217 code in circulation; every value that is not one is `invalid_currency` (`ZZZ`, `eur`, `EURO`). */
 export function requireCurrency(value: string | undefined, param: string): string {
-  const v = requireText(value, param, 3);
-  if (!CURRENCY.test(v)) throw apiError('invalid_currency', { param });
-  return v;
+  if (value === undefined || value.trim() === '')
+    throw apiError('missing_required_field', { param, message: `Missing required parameter: ${param}.` });
+  if (!ISO_4217.has(value)) {
+    const shown = value.length > 8 ? `${value.slice(0, 8)}…` : value;
+    throw apiError('invalid_currency', {
+      param,
+      message: `${JSON.stringify(shown)} is not an ISO 4217 currency code; give three upper-case letters such as "EUR".`,
+    });
+  }
+  return value;
 }
 
 /** A positive integer (quantities) or a non-negative one (amounts), at most `max`. */

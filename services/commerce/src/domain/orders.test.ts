@@ -63,7 +63,7 @@ describe('validateOrder', () => {
     }
   });
   it('checks the currency format', async () => {
-    for (const currency of ['eur', 'EURO', 'E1R', '']) {
+    for (const currency of ['eur', 'EURO', 'E1R', '', 'ZZZ']) {
       expect(await paramOf(() => validateOrder({ ...good, currency }))).toBe('currency');
     }
   });

@@ -32,6 +32,8 @@ const create = (c: Caller, input: Parameters<typeof createProduct>[2] = tea) =>
 describe('validateProduct', () => {
   it('takes name, optional description, a non-negative integer price and a currency', () => {
     expect(validateProduct(tea)).toEqual(tea);
+    for (const currency of ['USD', 'JPY', 'CHF', 'XOF'])
+      expect(validateProduct({ ...tea, currency }).currency).toBe(currency);
     expect(validateProduct({ ...tea, description: undefined, price: 0 })).toMatchObject({
       description: null,
       price: 0,
@@ -49,6 +51,10 @@ describe('validateProduct', () => {
       [{ price: 100_000_000_000 }, 'price', 'invalid_value'],
       [{ currency: undefined }, 'currency', 'missing_required_field'],
       [{ currency: 'eur' }, 'currency', 'invalid_currency'],
+      // Every bad value gets the one code: not ISO 4217, wrong case or length, not letters.
+      ...['ZZZ', 'XXX', 'ABC', 'EURO', 'EU', 'E1R', ' EUR', 'x'.repeat(300)].map(
+        (currency): [Partial<typeof tea>, string, string] => [{ currency }, 'currency', 'invalid_currency'],
+      ),
     ];
     for (const [patch, param, code] of cases) {
       const e = await errorOf(() => validateProduct({ ...tea, ...patch }));

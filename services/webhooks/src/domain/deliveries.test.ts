@@ -2,6 +2,7 @@
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import type { Caller } from '@mcs/kit/caller';
+import { newId } from '@mcs/kit/ids';
 import { commerce, events as eventsProto } from '@mcs/proto';
 import { render } from '@mcs/rest';
 import { apiErrorOf, freshDatabase, type MigratedDatabase } from '@mcs/testkit';
@@ -40,7 +41,7 @@ async function account(events: string[] = ['*']) {
 /** An order event for `caller`, recorded by fan-out as the consumer does. */
 async function emit(caller: Caller, type = eventsProto.EventType.ORDER_CREATED) {
   const event = create(eventsProto.EventSchema, {
-    id: `evt_${String(++n).padStart(6, '0')}`,
+    id: newId('evt', Date.now() + ++n),
     type,
     createdAt: timestampFromMs(Date.now()),
     data: {
@@ -265,6 +266,10 @@ describe('the event log', () => {
       (await listEvents(db.db, caller, { startingAfter: page.data[1]!.id })).data.map((e) => e.id),
     ).toEqual([a.event.id]);
     expect(await codeOf(listEvents(db.db, caller, { limit: 101 }))).toBe('invalid_value');
+    for (const startingAfter of ['garbage', 'ord_01kaaaaaaaaaaaaaaaaaaaaaaa']) {
+      const e = await apiErrorOf(listEvents(db.db, caller, { startingAfter }));
+      expect([e.code, e.param]).toEqual(['invalid_value', 'starting_after']);
+    }
 
     expect(Buffer.from((await getEvent(db.db, caller, b.event.id)).payload)).toEqual(Buffer.from(b.payload));
     for (const other of [

@@ -6,7 +6,7 @@ import { apiError } from '@mcs/errors';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
 import { newId } from '@mcs/kit/ids';
-import { pageLimit } from '@mcs/kit/resources';
+import { pageLimit, pageStart } from '@mcs/kit/resources';
 import { events as eventsProto } from '@mcs/proto';
 import { enumValueName } from '@mcs/rest';
 import { and, asc, desc, eq, inArray, lt } from 'drizzle-orm';
@@ -90,8 +90,9 @@ export async function listDeliveries(
   endpointId: string,
   opts: { limit?: number; startingAfter?: string | undefined; status?: DeliveryStatus | undefined },
 ): Promise<{ data: Delivery[]; hasMore: boolean }> {
-  const endpoint = await getEndpoint(tx, caller, endpointId);
   const limit = pageLimit(opts.limit);
+  const after = pageStart('dlv', opts.startingAfter);
+  const endpoint = await getEndpoint(tx, caller, endpointId);
   const rows = await tx
     .select(deliveryColumns)
     .from(deliveries)
@@ -99,7 +100,7 @@ export async function listDeliveries(
     .where(
       and(
         eq(deliveries.endpointId, endpoint.id),
-        opts.startingAfter ? lt(deliveries.id, opts.startingAfter) : undefined,
+        after ? lt(deliveries.id, after) : undefined,
         opts.status ? eq(deliveries.status, opts.status) : undefined,
       ),
     )

@@ -8,7 +8,7 @@ import type { Tx } from '@mcs/kit/db';
 import { newId } from '@mcs/kit/ids';
 import { LISTEN_URL } from '@mcs/kit/listen';
 import { EVENT_TYPES } from '@mcs/kit/outbox';
-import { pageLimit } from '@mcs/kit/resources';
+import { pageLimit, pageStart } from '@mcs/kit/resources';
 import { optionalText } from '@mcs/kit/validate';
 import { and, desc, eq, lt, ne } from 'drizzle-orm';
 import { deliveries, type EndpointStatus, endpoints } from '../db/schema.ts';
@@ -354,6 +354,7 @@ export async function listEndpoints(
   opts: { limit?: number; startingAfter?: string },
 ): Promise<{ data: Endpoint[]; hasMore: boolean }> {
   const limit = pageLimit(opts.limit);
+  const after = pageStart('we', opts.startingAfter);
   const rows = await tx
     .select()
     .from(endpoints)
@@ -361,7 +362,7 @@ export async function listEndpoints(
       and(
         eq(endpoints.accountId, caller.accountId),
         eq(endpoints.livemode, caller.livemode),
-        opts.startingAfter ? lt(endpoints.id, opts.startingAfter) : undefined,
+        after ? lt(endpoints.id, after) : undefined,
       ),
     )
     .orderBy(desc(endpoints.id))

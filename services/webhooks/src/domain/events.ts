@@ -3,7 +3,7 @@
 import { apiError } from '@mcs/errors';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
-import { pageLimit } from '@mcs/kit/resources';
+import { pageLimit, pageStart } from '@mcs/kit/resources';
 import { and, desc, eq, lt } from 'drizzle-orm';
 import { events } from '../db/schema.ts';
 
@@ -32,6 +32,7 @@ export async function listEvents(
   opts: { limit?: number; startingAfter?: string | undefined; type?: string | undefined },
 ): Promise<{ data: StoredEvent[]; hasMore: boolean }> {
   const limit = pageLimit(opts.limit);
+  const after = pageStart('evt', opts.startingAfter);
   const rows = await tx
     .select({ id: events.id, payload: events.payload })
     .from(events)
@@ -39,7 +40,7 @@ export async function listEvents(
       and(
         ofCaller(caller),
         opts.type ? eq(events.type, opts.type) : undefined,
-        opts.startingAfter ? lt(events.id, opts.startingAfter) : undefined,
+        after ? lt(events.id, after) : undefined,
       ),
     )
     .orderBy(desc(events.id))
