@@ -8,13 +8,17 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { SERVICES } from '@mcs/kit/config';
 import {
   type AccountKeys,
   PARTS,
   type Receiver,
+  type ServingStatus,
   type Stack,
+  type StockHealthClient,
   startReceiver,
   startStack,
+  stockHealthClient,
   waitForPort,
 } from '@mcs/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -137,6 +141,37 @@ async function setUpAccount(stack: Stack, receiver: Receiver): Promise<string> {
   return keys.secret_key;
 }
 
+/**
+ * grpc.health.v1 as a Kubernetes probe sees each service: a stock grpc-js client per service, and a
+ * Watch opened before the outage that must see SERVING → NOT_SERVING → SERVING.
+ */
+function watchHealth(stack: Stack) {
+  const clients = SERVICES.map((service) => ({
+    service,
+    client: stockHealthClient(`127.0.0.1:${stack.ports[service]}`),
+  }));
+  const watches = clients.map(({ service, client }) => ({ service, watch: client.watch('') }));
+  const all = async (want: ServingStatus) => {
+    const got = await Promise.all(
+      clients.map(({ client }: { client: StockHealthClient }) =>
+        client.check('', 5_000).catch((e: Error) => e.message),
+      ),
+    );
+    return got.every((g) => g === want) && got;
+  };
+  return {
+    /** Waits until every service's Check answers `want`. */
+    until: (what: string, want: ServingStatus, ms: number) =>
+      until(`${what}: every service ${want}`, () => all(want), ms),
+    /** Each Watch's statuses so far, by service. */
+    seen: () => Object.fromEntries(watches.map(({ service, watch }) => [service, [...watch.statuses]])),
+    close() {
+      for (const { watch } of watches) watch.cancel();
+      for (const { client } of clients) client.close();
+    },
+  };
+}
+
 const STACK_ENV = { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_ALLOW_HTTP: 'true' };
 
 describe('NATS down', () => {
@@ -198,17 +233,28 @@ describe('NATS down', () => {
       const orders: string[] = [];
       for (let i = 0; i < 3; i++) orders.push(await mustCreateOrder(s, key, i));
       await until('orders before the outage delivered', () => allDelivered(r, orders), 20_000);
+      const health = watchHealth(s);
+      await health.until('before the outage', 'SERVING', 10_000);
 
       await killNats();
       const downAt = Date.now();
       // The outbox takes them: the API does not need NATS to answer.
       for (let i = 3; i < 8; i++) orders.push(await mustCreateOrder(s, key, i));
       const answeredIn = Date.now() - downAt;
+      // Probes see the outage: every service reports NOT_SERVING while its NATS is gone.
+      await health.until('NATS down', 'NOT_SERVING', OUTAGE_MS);
       await sleep(Math.max(0, OUTAGE_MS - (Date.now() - downAt)));
       expectAllAlive(s);
 
       await startNats();
       const upAt = Date.now();
+      await health.until('NATS back', 'SERVING', RECOVERY_MS);
+      await until(
+        'every Watch saw the outage and the recovery',
+        () => Object.values(health.seen()).every((seen) => seen.join() === 'SERVING,NOT_SERVING,SERVING'),
+        5_000,
+      ).catch(() => expect(health.seen()).toEqual({}));
+      health.close();
       await until('every order delivered after NATS is back', () => allDelivered(r, orders), RECOVERY_MS);
       console.info(
         `NATS down ${upAt - downAt} ms (5 orders answered 200 in ${answeredIn} ms); ` +
@@ -317,6 +363,8 @@ describe('PostgreSQL down', () => {
           }
         }),
       );
+      const health = watchHealth(s);
+      await health.until('before the outage', 'SERVING', 10_000);
       await sleep(500);
       await db.stopImmediately();
       const downAt = Date.now();
@@ -336,9 +384,18 @@ describe('PostgreSQL down', () => {
         await sleep(1_000);
       }
       expectAllAlive(s);
+      // Probes saw it: every service reports NOT_SERVING while its database is unreachable.
+      await health.until('PostgreSQL down', 'NOT_SERVING', 5_000);
 
       await db.start();
       const upAt = Date.now();
+      await health.until('PostgreSQL back', 'SERVING', RECOVERY_MS);
+      await until(
+        'every Watch saw the outage and the recovery',
+        () => Object.values(health.seen()).every((seen) => seen.join() === 'SERVING,NOT_SERVING,SERVING'),
+        5_000,
+      ).catch(() => expect(health.seen()).toEqual({}));
+      health.close();
       const first = await until(
         'an order succeeds after PostgreSQL is back',
         async () => {

@@ -6,12 +6,18 @@
 import http from 'node:http';
 import http2 from 'node:http2';
 import net from 'node:net';
+import type { DescService } from '@bufbuild/protobuf';
 import type { ConnectRouter, Interceptor } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
+import { grpcHealth } from '@mcs/proto';
+import { addHealthService, type HealthOptions, type HealthState } from './health.ts';
 import type { Logger } from './log.ts';
+import { addReflectionService } from './reflection.ts';
 
 export interface ServerHandle {
   port: number;
+  /** The grpc.health.v1 status of this server (its dependencies). */
+  health: HealthState;
   /** Stops accepting, lets in-flight calls finish, closes idle connections; resolves when all are gone. */
   close(): Promise<void>;
 }
@@ -34,8 +40,26 @@ export async function startConnectServer(opts: {
   port: number;
   host?: string;
   interceptors?: Interceptor[];
+  /** What the port's grpc.health.v1.Health reports on: the service's database and NATS. */
+  health?: HealthOptions;
 }): Promise<ServerHandle> {
-  const handler = connectNodeAdapter({ routes: opts.routes, interceptors: opts.interceptors ?? [] });
+  // Besides the service's own RPCs, every port serves grpc.health.v1.Health (probes) and gRPC
+  // server reflection v1 + v1alpha describing all of them (grpcurl, `buf curl`).
+  let health: HealthState | undefined;
+  const routes = (router: ConnectRouter) => {
+    opts.routes(router);
+    const services = [...new Set(router.handlers.map((h): DescService => h.service))];
+    const names = services.map((s) => s.typeName);
+    health = addHealthService(router, names, opts.health ?? { dependencies: [] });
+    addReflectionService(
+      router,
+      [...names, grpcHealth.Health.typeName],
+      [...services.map((s) => s.file), grpcHealth.file_grpc_health_v1_health],
+    );
+  };
+  const handler = connectNodeAdapter({ routes, interceptors: opts.interceptors ?? [] });
+  if (!health) throw new Error('connectNodeAdapter did not build the routes');
+  const healthState: HealthState = health;
   let closing = false;
 
   // HTTP/2: sessions are tracked so close() can send GOAWAY (in-flight streams still finish).
@@ -115,6 +139,7 @@ export async function startConnectServer(opts: {
   const address = server.address();
   return {
     port: typeof address === 'object' && address ? address.port : opts.port,
+    health: healthState,
     close: () =>
       new Promise<void>((resolve) => {
         closing = true;

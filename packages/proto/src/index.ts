@@ -9,6 +9,11 @@ import { file_mcs_messaging_v1_messaging } from './gen/mcs/messaging/v1/messagin
 import { file_mcs_webhooks_v1_endpoint } from './gen/mcs/webhooks/v1/endpoint_pb.js';
 import { file_mcs_webhooks_v1_webhooks } from './gen/mcs/webhooks/v1/webhooks_pb.js';
 
+// The standard gRPC health and reflection protocols every service serves (kit/health, kit/reflection);
+// not part of the REST API, so not in `files` below.
+export * as grpcHealth from './gen/grpc/health/v1/health_pb.js';
+export * as grpcReflection from './gen/grpc/reflection/v1/reflection_pb.js';
+export * as grpcReflectionAlpha from './gen/grpc/reflection/v1alpha/reflection_pb.js';
 export * as accounts from './gen/mcs/accounts/v1/accounts_pb.js';
 export * as api from './gen/mcs/api/v1/annotations_pb.js';
 export * as commerce from './gen/mcs/commerce/v1/commerce_pb.js';

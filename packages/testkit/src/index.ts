@@ -1,6 +1,13 @@
 export { createTestCerts, type TestCerts } from './certs.ts';
 export { createTestDatabase, type TestDatabase } from './db.ts';
 export {
+  type ReflectionAnswer,
+  type ServingStatus,
+  type StockHealthClient,
+  stockHealthClient,
+  stockReflectionClient,
+} from './grpc-stock.ts';
+export {
   callerMeta,
   type EventProbe,
   type ServiceHarness,

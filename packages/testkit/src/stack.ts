@@ -27,6 +27,8 @@ export interface Stack {
   gatewayUrls: string[];
   /** Replicas started of each part. */
   replicas: Record<Part, number>;
+  /** The port of each part's first replica (the services speak Connect, gRPC and gRPC-Web there). */
+  ports: Record<Part, number>;
   env: Record<string, string>;
   db: TestDatabase;
   nats: TestNats;
@@ -229,6 +231,7 @@ export async function startStack(
     gatewayUrls: bases.slice(0, replicas.gateway).map((b) => `http://127.0.0.1:${b}`),
     replicas,
     env,
+    ports: Object.fromEntries(PARTS.map((p) => [p, portOf(p, 0)])) as Record<Part, number>,
     db,
     nats,
     logs,

@@ -1,6 +1,7 @@
 // The accounts service: accounts, their API keys (stored hashed) and plan limits. It has no
 // domain events (no outbox); it only announces key revocations to the gateways over core NATS.
 import { createDatabase } from '@mcs/kit/db';
+import { databaseDependency, natsDependency } from '@mcs/kit/health';
 import { createLogger } from '@mcs/kit/log';
 import { connectNats, keyRevocationSubject } from '@mcs/kit/nats';
 import { errorLogger, runProcess, startConnectServer } from '@mcs/kit/server';
@@ -20,6 +21,7 @@ await runProcess(log, async () => {
     routes: routes({ db: database.db, announceRevocation: (keyId) => nc.publish(subject, keyId) }),
     port: env.port,
     interceptors: [errorLogger(log)],
+    health: { dependencies: [databaseDependency(database.pool), natsDependency(nc)] },
   });
   log.info({ port: server.port }, 'accounts listening');
   return async () => {

@@ -1,5 +1,6 @@
 // The commerce service: products, orders and payments, and their events (via the outbox).
 import { createDatabase } from '@mcs/kit/db';
+import { databaseDependency, natsDependency } from '@mcs/kit/health';
 import { createKeyStore, startKeyJanitor } from '@mcs/kit/idempotency';
 import { createLogger } from '@mcs/kit/log';
 import { connectNats, ensureStream, streamNames } from '@mcs/kit/nats';
@@ -26,6 +27,7 @@ await runProcess(log, async () => {
     routes: routes({ db: database.db, keys, relay, payments: sandboxProviders() }),
     port: env.port,
     interceptors: [errorLogger(log)],
+    health: { dependencies: [databaseDependency(database.pool), natsDependency(nc)] },
   });
   log.info({ port: server.port }, 'commerce listening');
   const janitor = startKeyJanitor(keys, log);

@@ -3,6 +3,7 @@
 import { fileURLToPath } from 'node:url';
 import { serviceUrl } from '@mcs/kit/config';
 import { createDatabase } from '@mcs/kit/db';
+import { databaseDependency, natsDependency } from '@mcs/kit/health';
 import { createKeyStore, startKeyJanitor } from '@mcs/kit/idempotency';
 import { createLogger } from '@mcs/kit/log';
 import { connectNats, ensureStream, streamNames } from '@mcs/kit/nats';
@@ -90,6 +91,7 @@ await runProcess(log, async () => {
     routes: routes({ db: database.db, keys, box, policy, queue: engine }),
     port: env.port,
     interceptors: [errorLogger(log)],
+    health: { dependencies: [databaseDependency(database.pool), natsDependency(nc)] },
   });
   log.info({ port: server.port }, 'webhooks listening');
   const janitor = startKeyJanitor(keys, log);
