@@ -1,74 +1,64 @@
-// /docs and /docs/errors: every doc_url points at an anchor here.
+// /docs: the overview, the guides and the API reference, all rendered once at start-up from the
+// OpenAPI document (so they show exactly what the API does); every doc_url points at an anchor
+// of /docs/errors. Also /v1/openapi.json and the health probes.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { type CatalogEntry, catalog, type ErrorCode, statusOf } from '@mcs/errors';
+import { guides } from './docs-guides.ts';
+import { escapeHtml, inline, layout, type NavEntry } from './docs-html.ts';
+import { byTag, referenceBody, referenceNav, slug } from './docs-reference.ts';
+import type { OpenApiDocument } from './openapi.ts';
 
-const escapeHtml = (s: string) =>
-  s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
-const inline = (s: string) => escapeHtml(s).replace(/`([^`]+)`/g, '<code>$1</code>');
-
-function page(title: string, body: string): string {
-  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<style>body{font:16px/1.5 system-ui,sans-serif;max-width:54rem;margin:2rem auto;padding:0 1rem;color:#1a1a2e}
-code{background:#f1f1f6;padding:.1rem .3rem;border-radius:4px}section{border-top:1px solid #ddd;padding:.5rem 0}
-.meta{color:#555}</style></head><body>${body}</body></html>`;
-}
-
-export function errorsPage(): string {
-  const sections = (Object.entries(catalog) as Array<[ErrorCode, CatalogEntry]>)
+/** Every page of /docs by path, as HTML. */
+export function renderDocs(doc: OpenApiDocument): Map<string, string> {
+  const serverUrl = (doc.servers as Array<{ url: string }>)[0]?.url ?? '';
+  const nav: NavEntry[] = [
+    { href: '/docs', label: 'Overview' },
+    {
+      href: '/docs#guides',
+      label: 'Guides',
+      children: guides.map((g) => ({ href: g.path, label: g.title })),
+    },
+    { href: '/docs/reference', label: 'API reference', children: referenceNav(doc) },
+    { href: '/docs/webhooks#events', label: 'Webhook events' },
+    { href: '/docs/reference#schemas', label: 'Schemas' },
+    { href: '/v1/openapi.json', label: 'OpenAPI 3.1 (JSON)' },
+  ];
+  const pages = new Map<string, string>();
+  const tags = byTag(doc)
     .map(
-      ([code, e]) => `<section id="${code}"><h2><a href="#${code}">${code}</a></h2>
-<p class="meta">type <code>${e.type}</code> · HTTP ${statusOf(code)}</p><p>${inline(e.doc)}</p>
-<p>Default message: “${escapeHtml(e.message)}”</p></section>`,
+      (t) =>
+        `<li><a href="/docs/reference#tag-${slug(t.name)}">${escapeHtml(t.name)}</a> — ${inline(t.description)}</li>`,
     )
-    .join('\n');
-  return page(
-    'mcs API errors',
-    `<h1>Errors</h1><p>Every error answer has the body <code>{"error":{"type","code","message","param?","doc_url"}}</code>. Codes:</p>${sections}`,
+    .join('');
+  pages.set(
+    '/docs',
+    layout(
+      'Overview',
+      '/docs',
+      nav,
+      `<h1>mcs API</h1>
+<p>${inline(String((doc.info as { description?: string }).description ?? ''))}</p>
+<p>The API lives under <code>${escapeHtml(serverUrl)}/v1</code>. It takes and answers JSON, authenticates each
+request with an API key (<code>Authorization: Bearer sk_test_…</code>) and pushes every change to your
+<a href="/docs/webhooks">webhook endpoints</a>, signed.</p>
+<pre><code>curl ${escapeHtml(serverUrl)}/v1/orders \
+  -H "Authorization: Bearer $MCS_API_KEY" \
+  -H 'Content-Type: application/json' \
+  -H 'Idempotency-Key: first-order' \
+  -d '{"customer":{"name":"Ada","phone":"+4915112345678"},"currency":"EUR","items":[{"name":"Tea","unit_amount":450,"quantity":2}]}'</code></pre>
+<h2 id="guides"><a href="#guides">Guides</a></h2>
+<ul>${guides.map((g) => `<li><a href="${g.path}">${escapeHtml(g.title)}</a></li>`).join('')}</ul>
+<h2 id="reference"><a href="#reference">Reference</a></h2>
+<ul>${tags}<li><a href="/docs/webhooks#events">Webhook events</a> — one payload per event type.</li></ul>
+<p>Machine-readable: <a href="/v1/openapi.json">the OpenAPI 3.1 document</a>, for code generators and tools.</p>`,
+    ),
   );
+  pages.set('/docs/reference', layout('API reference', '/docs/reference', nav, referenceBody(doc)));
+  for (const g of guides) pages.set(g.path, layout(g.title, g.path, nav, g.body(doc, serverUrl)));
+  return pages;
 }
 
-interface Operation {
-  operationId: string;
-  summary: string;
-  description?: string;
-  parameters?: Array<{ name: string; in?: string; required?: boolean }>;
-  requestBody?: {
-    content: { 'application/json': { schema: { properties: Record<string, unknown>; required?: string[] } } };
-  };
-}
-
-/** The API reference: every route of the OpenAPI document, its parameters and body fields. */
-export function referencePage(openapi: { paths: Record<string, Record<string, Operation>> }): string {
-  const rows = Object.entries(openapi.paths)
-    .flatMap(([path, ops]) => Object.entries(ops).map(([method, op]) => ({ path, method, op })))
-    .map(({ path, method, op }) => {
-      const params = (op.parameters ?? [])
-        .filter((p) => p.in && p.in !== 'header')
-        .map((p) => `<code>${escapeHtml(p.name)}</code>`);
-      const schema = op.requestBody?.content['application/json'].schema;
-      const body = schema
-        ? Object.keys(schema.properties)
-            .map((k) => `<code>${escapeHtml(k)}</code>${schema.required?.includes(k) ? '*' : ''}`)
-            .join(' ')
-        : '';
-      return `<section id="${escapeHtml(op.operationId)}"><h3><code>${method.toUpperCase()} ${escapeHtml(path)}</code></h3>
-<p class="meta">${escapeHtml(op.summary)}${op.description ? ` — ${escapeHtml(op.description)}` : ''}</p>
-${params.length ? `<p>Parameters: ${params.join(' ')}</p>` : ''}${body ? `<p>Body: ${body} (* required)</p>` : ''}</section>`;
-    })
-    .join('\n');
-  return page(
-    'mcs API reference',
-    `<h1>mcs API reference</h1>
-<p>JSON over HTTPS under <code>/v1</code>, authenticated with <code>Authorization: Bearer &lt;key&gt;</code>.
-Every POST accepts an <code>Idempotency-Key</code>. Errors: <a href="/docs/errors">error codes</a>.
-Machine-readable: <a href="/v1/openapi.json">OpenAPI 3.1</a>.</p>${rows}`,
-  );
-}
-
-export function createPages(openapi: Record<string, unknown>, ready?: () => Promise<void>) {
-  const reference = referencePage(openapi as { paths: Record<string, Record<string, Operation>> });
-  const errors = errorsPage();
+export function createPages(openapi: OpenApiDocument, ready?: () => Promise<void>) {
+  const pages = renderDocs(openapi);
   const openapiJson = JSON.stringify(openapi);
   return function servePages(req: IncomingMessage, res: ServerResponse, path: string): boolean {
     if (req.method !== 'GET' && req.method !== 'HEAD') return false;
@@ -88,8 +78,8 @@ export function createPages(openapi: Record<string, unknown>, ready?: () => Prom
     }
     let type = 'text/html; charset=utf-8';
     let body: string;
-    if (path === '/docs/errors') body = errors;
-    else if (path === '/docs' || path === '/docs/') body = reference;
+    const page = pages.get(path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path);
+    if (page !== undefined) body = page;
     else if (path === '/v1/openapi.json') {
       body = openapiJson;
       type = 'application/json';

@@ -431,6 +431,30 @@ export const operationMeta: Record<string, OperationMeta> = {
   GetEvent: { summary: 'Retrieve an event' },
 };
 
+/**
+ * Error codes only some operations answer, by RPC name (beyond the transport's: authentication,
+ * permissions, rate limits, idempotency, unknown parameters, wrong types). A catalog code named
+ * in no entry here is listed for every operation of its status.
+ */
+export const operationErrors: Record<string, string[]> = {
+  CreateProduct: ['invalid_currency'],
+  CreateOrder: ['invalid_phone', 'invalid_currency'],
+  CancelOrder: ['invalid_state_transition'],
+  FulfillOrder: ['invalid_state_transition'],
+  RefundOrder: ['invalid_state_transition'],
+  CreatePayment: ['invalid_state_transition'],
+  CompletePayment: ['invalid_state_transition'],
+  FailPayment: ['invalid_state_transition'],
+  CreateConversation: ['invalid_phone'],
+  CloseConversation: ['invalid_state_transition'],
+  SendMessage: ['invalid_state_transition'],
+  CreateInboundMessage: ['invalid_state_transition'],
+  CreateWebhookEndpoint: ['invalid_url', 'invalid_event_type'],
+  UpdateWebhookEndpoint: ['invalid_url', 'invalid_event_type'],
+  RetryWebhookDelivery: ['invalid_state_transition'],
+  SendTestWebhook: ['invalid_state_transition'],
+};
+
 /** Tags by proto service name. */
 export const tagMeta: Record<string, { name: string; description: string }> = {
   ProductService: { name: 'Products', description: 'The catalog: what an account sells, with prices.' },

@@ -12,6 +12,7 @@ import {
   fieldMeta,
   idExample,
   idPattern,
+  operationErrors,
   operationMeta,
   TIMESTAMP_EXAMPLE,
   tagMeta,
@@ -84,7 +85,14 @@ export function errorCodesOf(route: Route, pkReadable: boolean): Map<number, Err
   const out = new Map<number, ErrorCode[]>();
   const post = route.httpMethod === 'POST';
   const hasParams = route.segments.some((s) => 'param' in s);
-  pick(400, (c) => post || !['invalid_json', 'invalid_idempotency_key'].includes(c));
+  const specific = new Set(Object.values(operationErrors).flat());
+  const own = operationErrors[route.method.name] ?? [];
+  pick(
+    400,
+    (c) =>
+      (post || !['invalid_json', 'invalid_idempotency_key'].includes(c)) &&
+      (!specific.has(c) || own.includes(c)),
+  );
   pick(401);
   if (!pkReadable || route.write || route.testHelper)
     pick(

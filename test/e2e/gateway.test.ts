@@ -281,8 +281,9 @@ describe('errors', () => {
       'url',
       'events',
     ]);
-    const html = await fetch(`${stack.baseUrl}/docs`).then((r) => r.text());
-    expect(html).toContain('POST /v1/orders');
+    const html = await fetch(`${stack.baseUrl}/docs/reference`).then((r) => r.text());
+    expect(html).toContain('id="CreateOrder"');
+    expect(html).toContain('<code>/v1/orders</code>');
     const ready = await fetch(`${stack.baseUrl}/readyz`);
     expect(ready.status).toBe(200);
   });
