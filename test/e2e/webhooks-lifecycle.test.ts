@@ -112,9 +112,12 @@ describe('retries and endpoint health', () => {
       expect(verifyWebhook(ep.secret, g.body, g.headers).id).toBe(got[0]!.headers['webhook-id']);
     }
 
-    // One e-mail, to the account's address, naming the endpoint and its URL.
-    const mails = () => smtp.messages.filter((m) => m.to.includes(email));
+    // One e-mail, to the account's address, naming the endpoint and its URL (besides the one
+    // early warning, sent when half the retries were spent: webhooks-controls.test.ts).
+    const toOwner = () => smtp.messages.filter((m) => m.to.includes(email));
+    const mails = () => toOwner().filter((m) => m.subject.includes('is unhealthy'));
     await until(async () => mails().length === 1);
+    expect(toOwner().filter((m) => m.subject.includes('is failing'))).toHaveLength(1);
     const m = mails()[0]!;
     expect(m.to).toEqual([email]);
     expect(m.from).toBe('alerts@mcs.test');
@@ -219,6 +222,7 @@ describe('retries and endpoint health', () => {
     expect(mails()[1]!.messageId).not.toBe(m.messageId);
     await sleep(500);
     expect(mails()).toHaveLength(2);
+    expect(toOwner()).toHaveLength(4); // and a warning before each
   });
 
   it('counts a time-out as a failed attempt and records it', async () => {

@@ -146,6 +146,39 @@ describe('fan-out (recordEvents)', () => {
   });
 });
 
+describe('fan-out of operational events and paused endpoints', () => {
+  it('sends webhook_endpoint.* only to endpoints naming it, never to the endpoint it is about', async () => {
+    const { caller, endpointIds } = await account([
+      { events: ['*'] },
+      { events: ['webhook_endpoint.unhealthy'] },
+      { events: ['webhook_endpoint.unhealthy', 'order.created'] },
+      { events: ['webhook_endpoint.disabled'] },
+    ]);
+    const [star, monitor, subject] = endpointIds;
+    const { event, payload } = orderEvent(caller, events.EventType.WEBHOOK_ENDPOINT_UNHEALTHY);
+    const queued = await recordEvents(db.db, [{ event, payload, aboutEndpoint: subject! }], 15_000);
+    expect(queued.map((q) => q.endpointId)).toEqual([monitor]);
+    // "*" still gets every resource event.
+    const order = await recordEvents(db.db, [orderEvent(caller)], 15_000);
+    expect(order.map((q) => q.endpointId).sort()).toEqual([star, subject].sort());
+  });
+
+  it('schedules a paused endpoint’s new deliveries at the pause’s end and does not start them', async () => {
+    const { caller, endpointIds } = await account([{ events: ['*'] }, { events: ['*'] }]);
+    const [paused, other] = endpointIds;
+    const until = new Date(Date.now() + 60_000);
+    await db.pool.query('update webhooks.endpoints set paused_until = $2 where id = $1', [paused, until]);
+    const { event, payload } = orderEvent(caller);
+    const queued = await recordEvents(db.db, [{ event, payload }], 15_000);
+    expect(queued.map((q) => q.endpointId)).toEqual([other]);
+    const { rows } = await db.pool.query(
+      'select status, next_attempt_at from webhooks.deliveries where event_id = $1 and endpoint_id = $2',
+      [event.id, paused],
+    );
+    expect(rows).toEqual([{ status: 'pending', next_attempt_at: until }]);
+  });
+});
+
 describe('consumer', () => {
   it('records the messages ready together with one statement, acks them, and records a repeat once', async () => {
     const { caller, endpointIds } = await account([{ events: ['*'] }]);

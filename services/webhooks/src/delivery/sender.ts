@@ -24,6 +24,8 @@ export function parseRetryAfter(value: string | string[] | undefined, now = Date
   const raw = (Array.isArray(value) ? value[0] : value)?.trim();
   if (!raw) return null;
   if (/^\d+$/.test(raw)) return Math.min(Number(raw), 10 ** 9) * 1000;
+  // An HTTP date names its month (and day): anything else Date.parse would guess at is refused.
+  if (!/[A-Za-z]{3}/.test(raw)) return null;
   const at = Date.parse(raw);
   if (Number.isNaN(at)) return null;
   return Math.max(0, at - now);

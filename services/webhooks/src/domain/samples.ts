@@ -46,6 +46,17 @@ function sampleFields(object: string, type: string): JsonObject {
         direction: type === 'message.received' ? 'inbound' : 'outbound',
         text: 'Hello! This is a test event from mcs.',
       };
+    case 'webhook_endpoint': {
+      const status = type.split('.')[1] ?? 'enabled';
+      return {
+        url: 'https://example.com/webhooks',
+        events: ['order.created'],
+        status,
+        ...(status === 'disabled' ? { disabled_reason: 'gone' } : {}),
+        ...(status === 'enabled' ? {} : { last_error: 'HTTP 500' }),
+        disable_on_gone: true,
+      };
+    }
     default:
       return {};
   }
