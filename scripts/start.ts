@@ -276,6 +276,14 @@ async function main(): Promise<void> {
     })),
     { what: 'gateway', host: gatewayHost, port: PORT },
   ];
+  const metricsPort = Number(process.env.METRICS_PORT ?? PORT + 5);
+  if (metricsPort !== 0) {
+    listeners.push({
+      what: "gateway's METRICS_PORT",
+      host: connectHost(process.env.SERVICE_HOST ?? '127.0.0.1'),
+      port: metricsPort,
+    });
+  }
   for (const { what, host, port } of listeners) {
     if (await portOpen(host, port)) {
       throw new StartupError(

@@ -13,12 +13,18 @@ const schema = baseEnvSchema.extend({
   RATE_LIMIT_REPLICAS: z.coerce.number().int().min(1).default(1),
   /** How the gateway calls the services: Connect over HTTP/2 or over HTTP/1.1 keep-alive. */
   SERVICE_TRANSPORT: z.enum(['http1', 'http2']).default('http2'),
+  /** Port of the gateway's Prometheus /metrics (on SERVICE_HOST); default PORT + 5, 0 turns it off. */
+  METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   /** Fault injection for crash tests only (see http.ts). */
   MCS_FAILPOINT: z.string().optional(),
 });
 
 export function loadEnv(source: NodeJS.ProcessEnv = process.env) {
   const env = parseEnv(schema, source);
-  return { ...env, docsUrl: (env.DOCS_URL ?? `http://${env.HOST}:${env.PORT}/docs`).replace(/\/$/, '') };
+  return {
+    ...env,
+    docsUrl: (env.DOCS_URL ?? `http://${env.HOST}:${env.PORT}/docs`).replace(/\/$/, ''),
+    metricsPort: env.METRICS_PORT ?? env.PORT + 5,
+  };
 }
 export type Env = ReturnType<typeof loadEnv>;

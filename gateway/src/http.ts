@@ -9,6 +9,7 @@ import type { CallOptions } from '@connectrpc/connect';
 import { apiError, type ErrorCode, type RenderedError, renderConnectError, renderError } from '@mcs/errors';
 import { CALLER_HEADERS, callerHeaders } from '@mcs/kit/caller';
 import type { Logger } from '@mcs/kit/log';
+import { observeHttp } from '@mcs/kit/metrics';
 import { DecodeError, decodeObject, decodeParams, isListResponse, render, renderList } from '@mcs/rest';
 import type { Authenticator } from './auth.ts';
 import { createInFlight, createRecentAnswers, fingerprint } from './idempotency.ts';
@@ -146,13 +147,19 @@ export function createHandler(deps: GatewayDeps) {
     const method = req.method ?? 'GET';
     let path = '/';
     let held: { accountId: string; livemode: boolean; key: string } | undefined;
+    /** The metrics' route label: a template or a group name, never the raw path. */
+    let routeLabel = 'unmatched';
     try {
       const url = new URL(req.url ?? '/', 'http://gateway');
       path = url.pathname;
       if (deps.dashboard && (path === '/dashboard' || path.startsWith('/dashboard/'))) {
+        routeLabel = 'dashboard';
         return await deps.dashboard(req, res, path);
       }
-      if (deps.pages?.(req, res, path)) return;
+      if (deps.pages?.(req, res, path)) {
+        routeLabel = 'pages';
+        return;
+      }
       const listen = deps.listen?.match(method, path);
       if (listen) {
         if (listen.allow !== undefined) {
@@ -167,6 +174,7 @@ export function createHandler(deps: GatewayDeps) {
         const rate = taken instanceof Promise ? await taken : taken;
         if (!rate.ok) throw fail('rate_limited', undefined, { 'retry-after': String(rate.retryAfter) });
         if (!who.secret) throw apiError('secret_key_required');
+        routeLabel = 'listen';
         return await deps.listen!.handle(listen, req, res, who, requestId);
       }
       const match = deps.match(method, path);
@@ -180,6 +188,7 @@ export function createHandler(deps: GatewayDeps) {
         );
       }
       const { route, params } = match;
+      routeLabel = route.path;
 
       const principal = await deps.auth.authenticate(req.headers.authorization);
       const taken = deps.limiter.take(principal.accountId, principal.rateLimit);
@@ -262,6 +271,7 @@ export function createHandler(deps: GatewayDeps) {
       else res.destroy();
     } finally {
       if (held) inFlight.release(held.accountId, held.livemode, held.key);
+      observeHttp(routeLabel, method, res.statusCode, (performance.now() - started) / 1000);
       // Skip building the record on the hot path unless someone reads it.
       if (log.isLevelEnabled('debug')) {
         log.debug(

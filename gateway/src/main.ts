@@ -6,6 +6,7 @@ import { createConnectTransport } from '@connectrpc/connect-node';
 import { SERVICES, type ServiceName, serviceUrl } from '@mcs/kit/config';
 import { createDatabase } from '@mcs/kit/db';
 import { createLogger } from '@mcs/kit/log';
+import { serveMetrics } from '@mcs/kit/metrics';
 import { connectNats, keyRevocationSubject } from '@mcs/kit/nats';
 import { runProcess } from '@mcs/kit/server';
 import { accounts, webhooks } from '@mcs/proto';
@@ -128,13 +129,35 @@ await runProcess(log, async () => {
     server.once('error', reject);
     server.listen(env.PORT, env.HOST, resolve);
   });
-  log.info({ host: env.HOST, port: env.PORT, routes: routes.length }, 'gateway listening');
+  // Prometheus scrapes the gateway on a port of its own, on the internal address the services
+  // bind (SERVICE_HOST), so /metrics is never on the public API.
+  let metricsServer: http.Server | undefined;
+  if (env.metricsPort !== 0) {
+    const ms = http.createServer((req, res) => {
+      if (req.url === '/metrics' && req.method === 'GET') serveMetrics(req, res);
+      else {
+        res.writeHead(404, { 'content-type': 'text/plain' });
+        res.end('only GET /metrics here\n');
+      }
+    });
+    await new Promise<void>((resolve, reject) => {
+      ms.once('error', reject);
+      ms.listen(env.metricsPort, process.env.SERVICE_HOST ?? '127.0.0.1', resolve);
+    });
+    metricsServer = ms;
+  }
+  log.info(
+    { host: env.HOST, port: env.PORT, metricsPort: env.metricsPort, routes: routes.length },
+    'gateway listening',
+  );
   return async () => {
     listen.close(); // open mcs listen streams would hold the server open
     await new Promise<void>((resolve) => {
       server.close(() => resolve());
       server.closeIdleConnections();
     });
+    metricsServer?.close();
+    metricsServer?.closeAllConnections();
     revocations.unsubscribe();
     await nc.drain();
     await database.close();

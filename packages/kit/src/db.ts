@@ -4,6 +4,7 @@ import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import { customType } from 'drizzle-orm/pg-core';
 import pg from 'pg';
+import { registerPoolMetrics } from './metrics.ts';
 
 /** A bytea column as Uint8Array. */
 export const bytea = customType<{ data: Uint8Array; driverData: Buffer }>({
@@ -57,6 +58,7 @@ export function createDatabase(url: string, opts: { max?: number; name: string }
   // reject with the error, and the pool discards the broken client when it is released.
   pool.on('connect', (client) => client.on('error', () => {}));
   const db = drizzle(pool) as Db;
+  registerPoolMetrics(opts.name, pool);
   return { pool, db, close: () => pool.end() };
 }
 

@@ -30,6 +30,7 @@ export { bytea };
 
 import { newId } from './ids.ts';
 import type { Logger } from './log.ts';
+import { scrapedGauge } from './metrics.ts';
 import type { StreamNames } from './nats.ts';
 
 /** The outbox table of a service, in that service's schema. */
@@ -260,6 +261,37 @@ export function startRelay(opts: RelayOptions): Relay {
   const table = `"${opts.schema}".outbox`;
   let stopped = false;
 
+  // Backlog and the age of its oldest event, read when Prometheus scrapes (kit/metrics).
+  let backlog: Promise<{ n: number; age: number }> | undefined;
+  const readBacklog = () => {
+    backlog ??= pool
+      .query<{ n: number; age: number }>(
+        `select count(*)::int as n,
+                coalesce(extract(epoch from now() - min(created_at)), 0)::float8 as age from ${table}`,
+      )
+      .then((r) => r.rows[0]!)
+      .finally(() => {
+        backlog = undefined;
+      });
+    return backlog;
+  };
+  const unregister = [
+    scrapedGauge({
+      name: 'mcs_outbox_backlog_events',
+      help: 'Events committed to the outbox and not yet published to JetStream, by schema.',
+      labelNames: ['schema'],
+      minIntervalMs: 5_000,
+      read: async () => [{ labels: { schema: opts.schema }, value: (await readBacklog()).n }],
+    }),
+    scrapedGauge({
+      name: 'mcs_outbox_oldest_event_age_seconds',
+      help: 'Age of the oldest event still in the outbox (0 when empty), by schema.',
+      labelNames: ['schema'],
+      minIntervalMs: 5_000,
+      read: async () => [{ labels: { schema: opts.schema }, value: (await readBacklog()).age }],
+    }),
+  ];
+
   // ---- the fast path: publish from memory, delete in batches --------------------------------
   const inFlight = new Set<Promise<void>>();
   let toDelete: string[] = [];
@@ -445,6 +477,7 @@ export function startRelay(opts: RelayOptions): Relay {
     publish,
     wake,
     async stop() {
+      for (const remove of unregister) remove();
       // What committed last still goes out now rather than waiting for the next start's poll.
       const last = pendingPublish;
       pendingPublish = [];

@@ -12,6 +12,7 @@ import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { grpcHealth } from '@mcs/proto';
 import { addHealthService, type HealthOptions, type HealthState } from './health.ts';
 import type { Logger } from './log.ts';
+import { initMetrics, rpcMetrics, serveMetrics } from './metrics.ts';
 import { addReflectionService } from './reflection.ts';
 
 export interface ServerHandle {
@@ -57,7 +58,7 @@ export async function startConnectServer(opts: {
       [...services.map((s) => s.file), grpcHealth.file_grpc_health_v1_health],
     );
   };
-  const handler = connectNodeAdapter({ routes, interceptors: opts.interceptors ?? [] });
+  const handler = connectNodeAdapter({ routes, interceptors: [rpcMetrics(), ...(opts.interceptors ?? [])] });
   if (!health) throw new Error('connectNodeAdapter did not build the routes');
   const healthState: HealthState = health;
   let closing = false;
@@ -88,7 +89,9 @@ export async function startConnectServer(opts: {
       busy.delete(socket);
       if (closing) socket.destroySoon();
     });
-    handler(req, res);
+    // Prometheus scrapes over HTTP/1.1 on the service's own port (kit/metrics).
+    if (req.url === '/metrics' && req.method === 'GET') serveMetrics(req, res);
+    else handler(req, res);
   });
   h1.on('connection', (socket: net.Socket) => {
     h1Sockets.add(socket);
@@ -161,6 +164,7 @@ export async function startConnectServer(opts: {
  * (which stops the parts in reverse order of start). A second signal exits at once.
  */
 export async function runProcess(log: Logger, start: () => Promise<() => Promise<void>>): Promise<void> {
+  initMetrics(String(log.bindings().svc ?? 'unknown'));
   // A standby of `pnpm start` (MCS_STANDBY=1): its code is loaded, and it starts when the
   // supervisor says so (the part it stands in for crashed), or leaves with the supervisor.
   if (process.send && process.env.MCS_STANDBY === '1') {

@@ -42,6 +42,8 @@ export interface Stack {
   restart(part: Part, replica?: number): Promise<void>;
   /** Whether a part's process is running (it has not exited since it was last started). */
   alive(part: Part, replica?: number): boolean;
+  /** Where Prometheus scrapes a part's replica: the service's own port, the gateway's METRICS_PORT. */
+  metricsUrl(part: Part, replica?: number): string;
   /** The process id of a part's replica (while it runs). */
   pid(part: Part, replica?: number): number | undefined;
   /** Runs the mcs CLI with the stack's environment; resolves its stdout. */
@@ -84,12 +86,12 @@ async function portFree(port: number): Promise<boolean> {
   });
 }
 
-/** A base port with the next four free too, below the ephemeral range (PERF-NOTES.md). */
+/** A base port with the next five free too (the gateway's METRICS_PORT is base + 5), below the ephemeral range (PERF-NOTES.md). */
 async function freeBasePort(taken: number[] = []): Promise<number> {
   for (let i = 0; i < 50; i++) {
     const base = 20_000 + Math.floor(Math.random() * 1_000) * 10;
     if (taken.includes(base)) continue;
-    const checks = await Promise.all([0, 1, 2, 3, 4].map((d) => portFree(base + d)));
+    const checks = await Promise.all([0, 1, 2, 3, 4, 5].map((d) => portFree(base + d)));
     if (checks.every(Boolean)) return base;
   }
   throw new Error('no free ports for the test stack');
@@ -241,6 +243,8 @@ export async function startStack(
     },
     restart: launch,
     alive: (part, replica = 0) => running(procs.get(id(part, replica))),
+    metricsUrl: (part, replica = 0) =>
+      `http://127.0.0.1:${part === 'gateway' ? bases[replica]! + 5 : portOf(part, replica)}/metrics`,
     pid: (part, replica = 0) => {
       const child = procs.get(id(part, replica));
       return running(child) ? child.pid : undefined;

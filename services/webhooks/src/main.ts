@@ -19,6 +19,7 @@ import { loadEnv } from './env.ts';
 import { createAccountDirectory } from './mail/accounts.ts';
 import { createMailer } from './mail/mailer.ts';
 import { createFileTransport, createSmtpTransport } from './mail/transport.ts';
+import { registerScrapedMetrics } from './metrics.ts';
 import { routes } from './routes.ts';
 
 const env = loadEnv();
@@ -93,10 +94,12 @@ await runProcess(log, async () => {
     interceptors: [errorLogger(log)],
     health: { dependencies: [databaseDependency(database.pool), natsDependency(nc)] },
   });
+  const stopMetrics = registerScrapedMetrics({ db: database.db, nc, names });
   log.info({ port: server.port }, 'webhooks listening');
   const janitor = startKeyJanitor(keys, log);
   return async () => {
     janitor.stop();
+    stopMetrics();
     await server.close();
     await consumer.stop();
     await engine.stop();

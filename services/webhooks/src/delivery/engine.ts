@@ -34,6 +34,7 @@ import type { Logger } from '@mcs/kit/log';
 import { sql } from 'drizzle-orm';
 import type { AttemptTarget, QueuedDelivery } from '../domain/fanout.ts';
 import type { SecretBox } from '../domain/secrets.ts';
+import { countOutcome, observeAttempt } from '../metrics.ts';
 import { type Attempted, createSuccessLog, recordAttempt } from './record.ts';
 import type { Sender } from './sender.ts';
 import { serviceSignature, standardSignature } from './sign.ts';
@@ -380,7 +381,9 @@ export function createEngine(opts: EngineOptions): Engine {
       at: startedAt,
       result,
     };
+    observeAttempt(result.ok, result.latencyMs);
     if (result.ok) {
+      countOutcome('succeeded');
       failing.delete(item.endpointId);
       // Recorded with the next group; the slot is free at once.
       successes.add(attempted);
@@ -393,6 +396,7 @@ export function createEngine(opts: EngineOptions): Engine {
       pausedUntil,
       queued: events,
     } = await recordAttempt(db, policy, attempted, clock());
+    countOutcome(next ? 'retrying' : 'failed');
     if (events.length > 0) enqueue(events);
     if (transition) {
       log.warn({ endpoint: item.endpointId, transition }, 'endpoint health changed');
