@@ -97,8 +97,8 @@ function idExamples(doc: OpenApiDocument): Record<string, string> {
   const out: Record<string, string> = {};
   for (const { method, path, op } of operationsOf(doc)) {
     if (method !== 'GET') continue;
-    const ok = op.responses['200'] as { content: { 'application/json': { schema: Schema } } };
-    const ref = ok.content['application/json'].schema.$ref as string | undefined;
+    const ok = op.responses['200'] as { content?: { 'application/json'?: { schema: Schema } } };
+    const ref = ok.content?.['application/json']?.schema.$ref as string | undefined;
     const list = ref ? doc.components.schemas[schemaName(ref)] : undefined;
     const items = (list?.properties as Record<string, Schema> | undefined)?.data?.items as Schema | undefined;
     if (!items?.$ref) continue;
@@ -149,7 +149,9 @@ function operationHtml(doc: OpenApiDocument, serverUrl: string, ids: Record<stri
         .join(' ')}</td></tr>`,
   );
   const body = op.requestBody?.content['application/json'];
-  const ok = op.responses['200'] as { content: { 'application/json': { schema: Schema; example: unknown } } };
+  const ok = op.responses['200'] as { content: Record<string, { schema: Schema; example: unknown }> };
+  const [media, answer] = Object.entries(ok.content)[0]!;
+  const lines = media === 'application/x-ndjson';
   const errors = Object.entries(op['x-errors'] ?? {}).map(
     ([status, codes]) =>
       `<tr><td>${status}</td><td>${codes
@@ -165,8 +167,8 @@ function operationHtml(doc: OpenApiDocument, serverUrl: string, ids: Record<stri
 <p><strong>${escapeHtml(op.summary)}</strong>${op.description ? ` — ${inline(op.description)}` : ''}</p>
 ${paramRows.length ? `<h4>Parameters</h4>${table(['Name', 'In', 'Type', '', 'Description'], paramRows)}` : ''}
 ${body ? `<h4>Request body</h4>${table(['Field', 'Type', '', 'Description'], bodyRows(doc, body.schema))}<h4>Request example</h4>${codeBlock(json(body.example), 'json')}` : ''}
-<h4>Response</h4><p>200 with ${typeHtml(ok.content['application/json'].schema)} and a <code>Request-Id</code> header.${replayed}</p>
-${codeBlock(json(ok.content['application/json'].example), 'json')}
+<h4>Response</h4><p>200 with ${lines ? 'a stream of lines (<code>application/x-ndjson</code>), each a ' : ''}${typeHtml(answer.schema)} and a <code>Request-Id</code> header.${replayed}</p>
+${codeBlock(json(answer.example), 'json')}
 <h4>curl</h4>${codeBlock(curlOf(serverUrl, ids, r), 'sh')}
 <h4>Errors</h4><p>Each with the <a href="/docs/errors">error envelope</a>:</p>${table(['Status', 'Codes'], errors)}
 </section>`;

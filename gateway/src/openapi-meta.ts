@@ -86,8 +86,8 @@ const maxRate: FieldMeta = {
 };
 const endpointUrl: FieldMeta = {
   description:
-    'Absolute URL receiving the deliveries: https:// (http:// only where the server allows it), without credentials or fragment, on a public host.',
-  format: 'uri',
+    'Absolute URL receiving the deliveries: https:// (http:// only where the server allows it), without credentials or fragment, on a public host; or "mcs-listen:" for an endpoint that `mcs listen` streams (test mode).',
+  pattern: '^(https?://.+|mcs-listen:)$',
   maxLength: 2048,
   example: 'https://example.com/webhooks',
 };
@@ -453,6 +453,7 @@ export const operationErrors: Record<string, string[]> = {
   UpdateWebhookEndpoint: ['invalid_url', 'invalid_event_type'],
   RetryWebhookDelivery: ['invalid_state_transition'],
   SendTestWebhook: ['invalid_state_transition'],
+  ListenWebhookEndpoint: ['not_a_listen_endpoint'],
 };
 
 /** Tags by proto service name. */

@@ -4,7 +4,7 @@
 // the descriptors cannot carry come from openapi-meta.ts.
 import { type DescEnum, type DescField, type DescMessage, getOption, ScalarType } from '@bufbuild/protobuf';
 import { catalog, type ErrorCode, statusOf } from '@mcs/errors';
-import { api, events } from '@mcs/proto';
+import { api, events, webhooks as webhooksPb } from '@mcs/proto';
 import { enumValueName, fieldFlags, isInternal, isListResponse, objectName } from '@mcs/rest';
 import {
   eventMeta,
@@ -75,38 +75,61 @@ function codesByStatus(): Map<number, ErrorCode[]> {
   return out;
 }
 
-/** Which codes a route can answer (beyond its own validation): the transport's rules. */
-export function errorCodesOf(route: Route, pkReadable: boolean): Map<number, ErrorCode[]> {
+/** What decides the transport's errors of an operation. */
+export interface OperationTraits {
+  /** The RPC (or operation) name: operationErrors lists its own codes. */
+  name: string;
+  httpMethod: string;
+  hasParams: boolean;
+  write: boolean;
+  testHelper: boolean;
+  /** Publishable keys may call it (the product catalog). */
+  pkReadable: boolean;
+  /** Goes through Idempotency-Key handling and the JSON body checks of the gateway (every proto POST). */
+  keyed: boolean;
+}
+
+export const traitsOf = (route: Route): OperationTraits => ({
+  name: route.method.name,
+  httpMethod: route.httpMethod,
+  hasParams: route.segments.some((s) => 'param' in s),
+  write: route.write,
+  testHelper: route.testHelper,
+  pkReadable: route.owner === 'commerce' && /^(Get|List)Product/.test(route.method.name),
+  keyed: route.httpMethod === 'POST',
+});
+
+/** Which codes an operation can answer (beyond its own validation): the transport's rules. */
+export function errorCodesOf(t: OperationTraits): Map<number, ErrorCode[]> {
   const all = codesByStatus();
   const pick = (status: number, keep: (c: ErrorCode) => boolean = () => true) => {
     const codes = (all.get(status) ?? []).filter(keep);
     if (codes.length) out.set(status, codes);
   };
   const out = new Map<number, ErrorCode[]>();
-  const post = route.httpMethod === 'POST';
-  const hasParams = route.segments.some((s) => 'param' in s);
+  const post = t.httpMethod === 'POST';
   const specific = new Set(Object.values(operationErrors).flat());
-  const own = operationErrors[route.method.name] ?? [];
+  const own = operationErrors[t.name] ?? [];
   pick(
     400,
     (c) =>
-      (post || !['invalid_json', 'invalid_idempotency_key'].includes(c)) &&
+      (post || !['invalid_json'].includes(c)) &&
+      (t.keyed || c !== 'invalid_idempotency_key') &&
       (!specific.has(c) || own.includes(c)),
   );
   pick(401);
-  if (!pkReadable || route.write || route.testHelper)
+  if (!t.pkReadable || t.write || t.testHelper)
     pick(
       403,
       (c) =>
-        (c !== 'test_mode_only' || route.testHelper) &&
-        (c !== 'secret_key_required' || route.write || !pkReadable),
+        (c !== 'test_mode_only' || t.testHelper) && (c !== 'secret_key_required' || t.write || !t.pkReadable),
     );
-  if (hasParams) pick(404);
+  if (t.hasParams) pick(404);
   else pick(404, (c) => c === 'route_not_found');
   pick(405);
-  if (post) {
+  if (post) pick(413);
+  if (t.keyed) {
     pick(409);
-    pick(413);
     pick(415);
     pick(422);
   }
@@ -417,10 +440,7 @@ export function buildOpenApi(routes: Route[], serverUrl: string): OpenApiDocumen
     };
     tags.set(tag.name, tag.description);
 
-    const errors = errorCodesOf(
-      route,
-      route.owner === 'commerce' && /^(Get|List)Product/.test(route.method.name),
-    );
+    const errors = errorCodesOf(traitsOf(route));
     const responses: Record<string, Schema> = {
       '200': {
         description: meta?.summary ? `${meta.summary}: success.` : 'Success.',
@@ -456,6 +476,180 @@ export function buildOpenApi(routes: Route[], serverUrl: string): OpenApiDocumen
     }
     paths[route.path] ??= {};
     paths[route.path]![route.httpMethod.toLowerCase()] = operation;
+  }
+
+  // `mcs listen` (gateway/src/listen.ts): served by the gateway itself, outside the proto routes.
+  const endpointRef = ref(webhooksPb.WebhookEndpointSchema, false);
+  schemas.ListenFrame = {
+    description:
+      'One line of the listen stream (NDJSON): ready once, then a delivery per attempt, a ping every 15 s.',
+    oneOf: [
+      { $ref: '#/components/schemas/ListenReadyFrame' },
+      { $ref: '#/components/schemas/ListenDeliveryFrame' },
+      { $ref: '#/components/schemas/ListenPingFrame' },
+    ],
+    discriminator: {
+      propertyName: 'type',
+      mapping: {
+        ready: '#/components/schemas/ListenReadyFrame',
+        delivery: '#/components/schemas/ListenDeliveryFrame',
+        ping: '#/components/schemas/ListenPingFrame',
+      },
+    },
+  };
+  schemas.ListenReadyFrame = {
+    type: 'object',
+    required: ['type', 'endpoint'],
+    properties: { type: { type: 'string', const: 'ready' }, endpoint: endpointRef },
+  };
+  schemas.ListenDeliveryFrame = {
+    type: 'object',
+    description:
+      'An attempt to deliver: forward body and headers to the local server, then acknowledge with ack.',
+    required: ['type', 'ack', 'delivery', 'event', 'attempt', 'body', 'headers'],
+    properties: {
+      type: { type: 'string', const: 'delivery' },
+      ack: { type: 'string', minLength: 1, description: 'The token to acknowledge this attempt with.' },
+      delivery: { type: 'string', pattern: idPattern('dlv'), examples: [idExample('dlv')] },
+      event: { type: 'string', pattern: idPattern('evt'), examples: [idExample('evt')] },
+      attempt: { type: 'integer', minimum: 1, description: "The attempt's number in the delivery's log." },
+      body: { type: 'string', description: 'The exact body of the delivery (an Event as JSON).' },
+      headers: {
+        type: 'object',
+        description: 'The signature headers made with the endpoint’s secret.',
+        additionalProperties: { type: 'string' },
+      },
+    },
+  };
+  schemas.ListenPingFrame = {
+    type: 'object',
+    required: ['type'],
+    properties: { type: { type: 'string', const: 'ping' } },
+  };
+  schemas.ListenAck = {
+    type: 'object',
+    required: ['object', 'ack', 'delivery'],
+    properties: {
+      object: { type: 'string', const: 'listen_ack' },
+      ack: { type: 'string' },
+      delivery: { type: 'string', pattern: idPattern('dlv'), examples: [idExample('dlv')] },
+    },
+  };
+  const listenParam = {
+    name: 'id',
+    in: 'path',
+    required: true,
+    description: 'A listen endpoint (url "mcs-listen:", made by `mcs listen`).',
+    schema: { type: 'string' },
+  };
+  const listenOps: Array<{ path: string; method: string; op: Operation; traits: OperationTraits }> = [
+    {
+      path: '/v1/webhooks/{id}/listen',
+      method: 'get',
+      traits: {
+        name: 'ListenWebhookEndpoint',
+        httpMethod: 'GET',
+        hasParams: true,
+        write: true,
+        testHelper: false,
+        pkReadable: false,
+        keyed: false,
+      },
+      op: {
+        operationId: 'ListenWebhookEndpoint',
+        summary: 'Stream the deliveries of a listen endpoint',
+        description:
+          'What `mcs listen` reads: a long-lived NDJSON stream (one ListenFrame per line) of every attempt to deliver to this endpoint while the stream is open. Secret keys only.',
+        tags: [tagMeta.WebhookEndpointService?.name ?? 'Webhook endpoints'],
+        parameters: [listenParam],
+        responses: {
+          '200': {
+            description: 'The stream, until either side closes it.',
+            headers: { 'Request-Id': { $ref: '#/components/headers/RequestId' } },
+            content: {
+              'application/x-ndjson': {
+                schema: { $ref: '#/components/schemas/ListenFrame' },
+                example: { type: 'ping' },
+              },
+            },
+          },
+        },
+      },
+    },
+    {
+      path: '/v1/webhooks/{id}/listen/ack',
+      method: 'post',
+      traits: {
+        name: 'AckListenDelivery',
+        httpMethod: 'POST',
+        hasParams: true,
+        write: true,
+        testHelper: false,
+        pkReadable: false,
+        keyed: false,
+      },
+      op: {
+        operationId: 'AckListenDelivery',
+        summary: 'Acknowledge a listen delivery',
+        description:
+          'What the local server answered to a delivery of the listen stream; the delivery records it as the attempt’s result. Each ack token answers once.',
+        tags: [tagMeta.WebhookEndpointService?.name ?? 'Webhook endpoints'],
+        parameters: [listenParam],
+        requestBody: {
+          content: {
+            'application/json': {
+              schema: {
+                type: 'object',
+                required: ['ack'],
+                properties: {
+                  ack: { type: 'string', minLength: 1, description: 'The token of the delivery frame.' },
+                  status_code: {
+                    type: ['integer', 'null'],
+                    minimum: 100,
+                    maximum: 599,
+                    description: "The local server's status; null when it did not answer.",
+                  },
+                  error: { type: ['string', 'null'], description: 'Why it failed, if it did.' },
+                  latency_ms: { type: 'integer', minimum: 0 },
+                  response_excerpt: {
+                    type: ['string', 'null'],
+                    description: "The start of the local server's answer.",
+                  },
+                },
+              },
+              example: {
+                ack: 'k3J9x0b2Qm8tZ1vY4rW7nA',
+                status_code: 200,
+                error: null,
+                latency_ms: 12,
+                response_excerpt: 'ok',
+              },
+            },
+          },
+        } as Operation['requestBody'],
+        responses: {
+          '200': {
+            description: 'Recorded.',
+            headers: { 'Request-Id': { $ref: '#/components/headers/RequestId' } },
+            content: {
+              'application/json': {
+                schema: { $ref: '#/components/schemas/ListenAck' },
+                example: { object: 'listen_ack', ack: 'k3J9x0b2Qm8tZ1vY4rW7nA', delivery: idExample('dlv') },
+              },
+            },
+          },
+        },
+      },
+    },
+  ];
+  for (const { path, method, op, traits } of listenOps) {
+    if (paths[path]?.[method]) continue; // described by a proto route after all
+    const errors = errorCodesOf(traits);
+    for (const status of errors.keys())
+      op.responses[String(status)] = { $ref: `#/components/responses/${ERROR_NAMES[status]}` };
+    op['x-errors'] = Object.fromEntries([...errors].map(([status, codes]) => [String(status), codes]));
+    paths[path] ??= {};
+    paths[path]![method] = op;
   }
 
   // The webhooks: one entry per event type, its payload the Event envelope with that type and

@@ -327,6 +327,55 @@ describe('every answer and every webhook payload validates against /v1/openapi.j
     await ok('POST', `/v1/webhooks/${hookFailing.id}`, { disabled: true });
     await ok('DELETE', `/v1/webhooks/${hookDead.id}`);
 
+    // mcs listen: the NDJSON stream of a listen endpoint, each line a ListenFrame, and the ack.
+    const listenHook = await ok('POST', '/v1/webhooks', { url: 'mcs-listen:', events: ['product.created'] });
+    const abort = new AbortController();
+    const stream = await fetch(`${stack.baseUrl}/v1/webhooks/${listenHook.id}/listen`, {
+      headers: { authorization: `Bearer ${keys.secret_key}` },
+      signal: abort.signal,
+    });
+    expect(stream.status).toBe(200);
+    expect(stream.headers.get('request-id')).toMatch(/^req_/);
+    const reader = stream.body!.getReader();
+    const decoder = new TextDecoder();
+    let buffered = '';
+    const frame = validator('/components/schemas/ListenFrame');
+    const nextFrame = async (): Promise<Json> => {
+      for (;;) {
+        const nl = buffered.indexOf('\n');
+        if (nl >= 0) {
+          const line = buffered.slice(0, nl);
+          buffered = buffered.slice(nl + 1);
+          const value = JSON.parse(line) as Json;
+          if (!frame(value)) failures.push(`listen frame: ${ajv.errorsText(frame.errors)}\n  ${line}`);
+          return value;
+        }
+        const { value, done } = await reader.read();
+        if (done) throw new Error('the listen stream ended');
+        buffered += decoder.decode(value, { stream: true });
+      }
+    };
+    expect((await nextFrame()).type).toBe('ready');
+    covered.set('GET /v1/webhooks/{id}/listen', 1);
+    await ok('POST', '/v1/products', { name: 'Kettle', price: 2500, currency: 'EUR' });
+    let delivery: Json;
+    do delivery = await nextFrame();
+    while (delivery.type !== 'delivery');
+    const listened = JSON.parse(delivery.body) as Json;
+    const asEvent = validator(
+      `/webhooks/${esc(listened.type)}/post/requestBody/content/application~1json/schema`,
+    );
+    if (!asEvent(listened)) failures.push(`listen delivery body: ${ajv.errorsText(asEvent.errors)}`);
+    await ok('POST', `/v1/webhooks/${listenHook.id}/listen/ack`, {
+      ack: delivery.ack,
+      status_code: 200,
+      error: null,
+      latency_ms: 3,
+      response_excerpt: 'ok',
+    });
+    abort.abort();
+    await reader.cancel().catch(() => {});
+
     // Operations added beyond these (recover, resend, …): called with what their request
     // example and the ids at hand give; each must answer 2xx like any other.
     const ids: Record<string, string> = {
