@@ -79,7 +79,7 @@ const disableOnGone: FieldMeta = {
 };
 const maxRate: FieldMeta = {
   description:
-    'At most this many deliveries per second are started to the endpoint (per webhooks process); other endpoints are not slowed.',
+    'At most this many deliveries per second are started to the endpoint (one limit across all webhooks replicas); other endpoints are not slowed.',
   minimum: 1,
   maximum: 10_000,
   example: 50,

@@ -4,7 +4,8 @@
 // remaining span) and max_rate paces it, without slowing the others; the early-warning e-mail
 // with failing_since and last_error; the operational events webhook_endpoint.* (signed, listed
 // in GET /v1/events, only to endpoints naming them, never about the receiving endpoint); and the
-// engine's invariants across a kill -9 of the webhooks service during a pause.
+// engine's invariants across a kill -9 of the webhooks service during a pause. Two webhooks
+// replicas share the work throughout, so pauses and max_rate hold across processes.
 import {
   type AccountKeys,
   createTestCerts,
@@ -37,6 +38,7 @@ beforeAll(async () => {
   certs = createTestCerts();
   smtp = await startSmtpServer();
   stack = await startStack({
+    replicas: { webhooks: 2 },
     env: {
       NODE_EXTRA_CA_CERTS: certs.caFile,
       WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
@@ -266,6 +268,7 @@ describe('Retry-After and max_rate', () => {
 
     const first = await newOrder(keys.secret_key);
     const [refused] = await slow.waitFor(1);
+    await until(async () => (await deliveriesOf(keys, paused.id))[0]?.attempt_count === 1);
     // During the pause: a new event goes to the other endpoint at once, and waits for this one.
     const second = await newOrder(keys.secret_key);
     const created = Date.now();
@@ -320,7 +323,7 @@ describe('Retry-After and max_rate', () => {
     expect(d!.attempts.map((a: any) => a.status_code)).toEqual([503, 429, 200]);
   });
 
-  it('max_rate paces deliveries to that endpoint; an unlimited one in the same account is not slowed', async () => {
+  it('max_rate paces deliveries to that endpoint across replicas; an unlimited one is not slowed', async () => {
     const { keys } = await account();
     const limited = await receiver();
     const free = await receiver();
@@ -338,9 +341,10 @@ describe('Retry-After and max_rate', () => {
     console.info(
       `max_rate ${rate}/s: ${n} deliveries over ${span} ms (gaps ${gaps.join(', ')}); unlimited: all in ${freeGot.at(-1)!.at - started} ms`,
     );
-    // At most `rate` starts per second: consecutive starts 1000/rate ms apart, less network
-    // jitter (the first request also pays the TLS handshake, so its gap is left out).
-    expect(Math.min(...gaps.slice(1))).toBeGreaterThanOrEqual(1000 / rate - 60);
+    // At most `rate` starts per second: start slots 1000/rate ms apart, shared by the two
+    // replicas; arrivals differ from starts by network and event-loop jitter (and the first
+    // request pays the TLS handshake), so consecutive ones are only held to half a slot.
+    expect(Math.min(...gaps)).toBeGreaterThanOrEqual(1000 / rate / 2);
     expect(span).toBeGreaterThanOrEqual(((n - 1) * 1000) / rate - 100);
     expect(freeGot.at(-1)!.at - started).toBeLessThan(span);
     for (let i = 0; i < got.length; i++) {

@@ -166,11 +166,13 @@ describe('fan-out of operational events and paused endpoints', () => {
   it('schedules a paused endpoint’s new deliveries at the pause’s end and does not start them', async () => {
     const { caller, endpointIds } = await account([{ events: ['*'] }, { events: ['*'] }]);
     const [paused, other] = endpointIds;
-    const until = new Date(Date.now() + 60_000);
+    // A pause shorter than the lease: still not started now (the lease is no "not before").
+    const until = new Date(Date.now() + 2_000);
     await db.pool.query('update webhooks.endpoints set paused_until = $2 where id = $1', [paused, until]);
     const { event, payload } = orderEvent(caller);
     const queued = await recordEvents(db.db, [{ event, payload }], 15_000);
     expect(queued.map((q) => q.endpointId)).toEqual([other]);
+    expect(queued[0]!.target).toBeDefined();
     const { rows } = await db.pool.query(
       'select status, next_attempt_at from webhooks.deliveries where event_id = $1 and endpoint_id = $2',
       [event.id, paused],

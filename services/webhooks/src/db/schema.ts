@@ -45,6 +45,11 @@ export const endpoints = webhooks.table(
      * pending deliveries are moved there, and fan-out schedules new ones there).
      */
     pausedUntil: ts('paused_until'),
+    /**
+     * max_rate across replicas: the GCRA theoretical arrival time, i.e. the end of the start slots
+     * reserved so far (delivery/engine.ts reserve()).
+     */
+    rateTat: ts('rate_tat'),
     createdAt: ts('created_at').notNull(),
     updatedAt: ts('updated_at').notNull(),
   },

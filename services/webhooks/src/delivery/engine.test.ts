@@ -428,6 +428,28 @@ describe('delivery engine', () => {
     expect(r.received).toHaveLength(6);
   });
 
+  it('shares one max_rate between two engines (replicas) through their slot reservations', async () => {
+    const r = await receiver();
+    const a = setup();
+    const b = setup();
+    const { caller, endpoint } = await endpointFor(r.url);
+    const rate = 5;
+    await db.pool.query('update webhooks.endpoints set max_rate = $2 where id = $1', [endpoint.id, rate]);
+    // Each engine gets half of the events, as two consumers of one durable would.
+    for (let i = 0; i < 10; i++) await emit(caller, i % 2 === 0 ? a : b);
+    const got = await r.waitFor(10, 15_000);
+    const span = got.at(-1)!.at - got[0]!.at;
+    // Slots are 200 ms apart whichever engine holds them: 10 starts span at least 9 slots.
+    expect(span).toBeGreaterThanOrEqual(9 * (1000 / rate) - 100);
+    for (const g of got) {
+      expect(got.filter((h) => h.at >= g.at && h.at < g.at + 1000).length).toBeLessThanOrEqual(rate + 1);
+    }
+    const { rows } = await db.pool.query('select rate_tat from webhooks.endpoints where id = $1', [
+      endpoint.id,
+    ]);
+    expect(rows[0].rate_tat).toBeInstanceOf(Date);
+  });
+
   it('sends nothing for a claimed delivery whose lease another worker moved', async () => {
     const r = await receiver();
     const engine = setup({ pollMs: 60_000, clock: () => new Date(Date.now() + 3_000) });

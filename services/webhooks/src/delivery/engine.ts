@@ -111,10 +111,12 @@ export function createEngine(opts: EngineOptions): Engine {
 
   const policy = { schedule: opts.schedule, warnAfterMs: opts.warnAfterMs ?? 3_600_000, leaseMs };
   /**
-   * max_rate: per rate-limited endpoint, the earliest time (ms) the next attempt may start;
-   * attempts start at least 1000 / max_rate ms apart. Known from each attempt's target.
+   * max_rate (see reserve()): per rate-limited endpoint, the start times this process reserved,
+   * [next, end) every `step` ms. Known rates come with each attempt's target.
    */
-  const nextSlot = new Map<string, number>();
+  const slots = new Map<string, { next: number; end: number; step: number }>();
+  /** Endpoints with a reservation statement under way. */
+  const reserving = new Set<string>();
   const maxRates = new Map<string, number>();
   /** One pump timer per endpoint waiting for its rate slot. */
   const slotTimers = new Map<string, NodeJS.Timeout>();
@@ -131,10 +133,57 @@ export function createEngine(opts: EngineOptions): Engine {
     },
   });
 
-  /** Ms until endpointId may start its next attempt under its max_rate (0: now). */
-  function rateWait(endpointId: string, now: number): number {
-    const at = nextSlot.get(endpointId);
-    return at === undefined ? 0 : Math.max(0, at - now);
+  /**
+   * Takes a start slot for a delivery to `endpointId` under its max_rate `rate`: 0 when taken
+   * (start now), the ms to wait for the next reserved one, or -1 while slots are being reserved.
+   * A slot that went by unused is lost: starting late on it could crowd another replica's.
+   */
+  function takeSlot(endpointId: string, rate: number, waitingCount: number, now: number): number {
+    const step = 1000 / rate;
+    let s = slots.get(endpointId);
+    if (s && s.step !== step) s = undefined; // the rate changed: reserve anew
+    if (s && s.next < now - step / 2) s.next += Math.ceil((now - step / 2 - s.next) / step) * step;
+    if (!s || s.next >= s.end - 0.001) {
+      if (!reserving.has(endpointId)) reserve(endpointId, rate, waitingCount, now);
+      return -1;
+    }
+    if (s.next > now) return Math.ceil(s.next - now);
+    s.next += step;
+    return 0;
+  }
+
+  /**
+   * Reserves the next start slots of a rate-limited endpoint for this process, in the database so
+   * that every replica shares one max_rate: GCRA on `endpoints.rate_tat` (the theoretical arrival
+   * time), k slots of 1000 / rate ms at a time — about 100 ms of them, at most what is waiting —
+   * so a reservation costs one short statement per k deliveries, and only for endpoints with a
+   * max_rate (the others never run it). Slots are disjoint across replicas; one a replica leaves
+   * unused is lost, never given twice.
+   */
+  function reserve(endpointId: string, rate: number, waitingCount: number, now: number): void {
+    const step = 1000 / rate;
+    const k = Math.max(1, Math.min(Math.ceil(rate / 10), waitingCount, 1000));
+    reserving.add(endpointId);
+    const p = db
+      .execute<{ end_ms: number }>(sql`
+        update webhooks.endpoints
+           set rate_tat = greatest(rate_tat, ${new Date(now)}::timestamptz) + ${k * step} * interval '1 millisecond'
+         where id = ${endpointId}
+        returning (extract(epoch from rate_tat) * 1000)::float8 as end_ms`)
+      .then(({ rows }) => {
+        const end = rows[0] ? Number(rows[0].end_ms) : now + step; // deleted: its claim skips it
+        slots.set(endpointId, { next: end - k * step, end, step });
+      })
+      .catch((err) => {
+        log.warn({ err: (err as Error).message, endpoint: endpointId }, 'rate slot reservation failed');
+        wakeAt(endpointId, 1_000);
+      })
+      .finally(() => {
+        reserving.delete(endpointId);
+        inflight.delete(p);
+        pump();
+      });
+    inflight.add(p);
   }
 
   function wakeAt(endpointId: string, ms: number): void {
@@ -200,15 +249,18 @@ export function createEngine(opts: EngineOptions): Engine {
         total < opts.concurrency &&
         (active.get(endpointId) ?? 0) < limitOf(endpointId)
       ) {
-        const wait = rateWait(endpointId, now);
-        if (wait > 0) {
-          wakeAt(endpointId, wait);
-          break;
-        }
         const item = q[0]!;
         if (!startable(item, now)) {
           if (!claiming.has(endpointId)) claim(endpointId, q);
           break;
+        }
+        const rate = item.target.maxRate;
+        if (rate !== null) {
+          const wait = takeSlot(endpointId, rate, q.length, now);
+          if (wait !== 0) {
+            if (wait > 0) wakeAt(endpointId, wait);
+            break;
+          }
         }
         q.shift();
         waitingById.delete(item.deliveryId);
@@ -333,14 +385,9 @@ export function createEngine(opts: EngineOptions): Engine {
 
   function start(item: Waiting, target: AttemptTarget): void {
     if (target.maxRate === null) {
-      if (maxRates.delete(item.endpointId)) nextSlot.delete(item.endpointId);
+      if (maxRates.delete(item.endpointId)) slots.delete(item.endpointId);
     } else {
       maxRates.set(item.endpointId, target.maxRate);
-      const now = clock().getTime();
-      nextSlot.set(
-        item.endpointId,
-        Math.max(now, nextSlot.get(item.endpointId) ?? 0) + 1000 / target.maxRate,
-      );
     }
     total++;
     active.set(item.endpointId, (active.get(item.endpointId) ?? 0) + 1);

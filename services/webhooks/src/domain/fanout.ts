@@ -116,7 +116,9 @@ export async function recordEvents(
              -- An unhealthy endpoint gets nothing until re-enabled; the delivery stays listed as not sent.
              case when e.status = 'enabled' then 'pending' else 'skipped' end,
              -- An endpoint paused by a Retry-After gets its deliveries due when the pause ends.
-             case when e.status = 'enabled' then greatest(${lease}::timestamptz, e.paused_until) end,
+             case when e.status <> 'enabled' then null
+                  when e.paused_until > ${now}::timestamptz then e.paused_until
+                  else ${lease}::timestamptz end,
              ${now}
         from ev
         join input i on i.id = ev.id
@@ -132,7 +134,7 @@ export async function recordEvents(
     )
     select ins.id, ins.event_id, ins.endpoint_id, e.url, e.secret_sealed, e.max_rate
       from ins join webhooks.endpoints e on e.id = ins.endpoint_id
-     where ins.status = 'pending' and ins.next_attempt_at = ${lease}::timestamptz`);
+     where ins.status = 'pending' and not coalesce(e.paused_until > ${now}::timestamptz, false)`);
   return rows.map((r) => ({
     deliveryId: r.id,
     endpointId: r.endpoint_id,

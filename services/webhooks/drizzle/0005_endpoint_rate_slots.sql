@@ -1,0 +1,1 @@
+ALTER TABLE "webhooks"."endpoints" ADD COLUMN "rate_tat" timestamp with time zone;
