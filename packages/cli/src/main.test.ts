@@ -121,6 +121,43 @@ describe('mcs accounts create', () => {
     });
   });
 
+  it('sets the owner password from stdin with --password; sign-in works with it, not without', async () => {
+    const run = await new Promise<Run>((resolve) => {
+      const child = execFile(
+        process.execPath,
+        [CLI, 'accounts', 'create', '--email', 'owner@example.com', '--password'],
+        { env: { ...process.env, ACCOUNTS_URL: url } },
+        (err, stdout, stderr) => resolve({ code: err ? Number(err.code ?? 1) : 0, stdout, stderr }),
+      );
+      child.stdin!.end('a long pass phrase\n');
+    });
+    const out = json(run);
+    expect(JSON.stringify(out)).not.toContain('a long pass phrase');
+    const client = createClient(
+      accounts.AccountService,
+      createConnectTransport({ baseUrl: url, httpVersion: '2' }),
+    );
+    const who = await client.authenticateOwner({
+      email: 'owner@example.com',
+      password: 'a long pass phrase',
+    });
+    expect(who.accountId).toBe((out.account as { id: string }).id);
+    await expect(
+      client.authenticateOwner({ email: 'owner@example.com', password: 'another phrase' }),
+    ).rejects.toThrow('The e-mail address or the password is not right.');
+
+    const short = await new Promise<Run>((resolve) => {
+      const child = execFile(
+        process.execPath,
+        [CLI, 'accounts', 'create', '--email', 'short@example.com', '--password'],
+        { env: { ...process.env, ACCOUNTS_URL: url } },
+        (err, stdout, stderr) => resolve({ code: err ? Number(err.code ?? 1) : 0, stdout, stderr }),
+      );
+      child.stdin!.end('short\n');
+    });
+    expect(failure(short)).toBe('The password must be 10 to 200 characters long. (param: password)');
+  });
+
   it('takes a name and a rate limit', async () => {
     const out = json(
       await mcs([
@@ -194,9 +231,11 @@ describe('mcs keys', () => {
         'last4',
         'created_at',
         'revoked_at',
+        'last_used_at',
       ]);
       expect(k.object).toBe('api_key');
       expect(k.revoked_at).toBeNull();
+      expect(k.last_used_at).toBeNull();
     }
     expect(data.map((k) => `${k.prefix}…${k.last4}`).sort()).toEqual(
       [made.secret_key, made.live_secret_key, made.publishable_key, made.live_publishable_key]

@@ -129,6 +129,26 @@ export const catalog = {
     message: 'The API key is invalid, revoked or deleted.',
     doc: 'The key is malformed, unknown, revoked or deleted. Keys look like `sk_test_…`, `sk_live_…`, `pk_test_…` or `pk_live_…`.',
   },
+  owner_credentials_invalid: {
+    type: 'authentication_error',
+    message: 'The e-mail address or the password is not right.',
+    doc: 'Dashboard sign-in: no account has this e-mail address with this password. The answer is the same whichever of the two is wrong.',
+  },
+  login_throttled: {
+    type: 'rate_limit_error',
+    message: 'Too many failed sign-ins. Wait, then try again.',
+    doc: 'Dashboard sign-in is paused for an account (or a network address) after repeated failures, for longer after each further failure (up to 15 minutes). The message says how many seconds to wait.',
+  },
+  password_too_weak: {
+    type: 'invalid_request_error',
+    message: 'The password must be 10 to 200 characters long.',
+    doc: 'Dashboard passwords are 10 to 200 characters long; longer pass phrases are better than complicated short ones.',
+  },
+  email_taken: {
+    type: 'invalid_request_error',
+    message: 'Another account with this e-mail address already has a password.',
+    doc: 'An e-mail address signs in to one account. Use another address for the account, or create it without a password.',
+  },
   secret_key_required: {
     type: 'permission_error',
     message:

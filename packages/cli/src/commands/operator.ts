@@ -57,18 +57,66 @@ function describe(err: unknown, url: string): string {
 }
 
 const opts = { timeoutMs: CALL_TIMEOUT_MS };
+
+/** Reads one line from a terminal without echoing it. */
+async function askHidden(prompt: string): Promise<string> {
+  const stdin = process.stdin;
+  process.stderr.write(prompt);
+  stdin.setRawMode(true);
+  stdin.resume();
+  try {
+    let text = '';
+    for await (const chunk of stdin) {
+      for (const ch of (chunk as Buffer).toString('utf8')) {
+        if (ch === '\r' || ch === '\n') return text;
+        if (ch === '\u0003') throw new CliError('cancelled');
+        if (ch === '\u007f' || ch === '\b') text = [...text].slice(0, -1).join('');
+        else if (ch >= ' ') text += ch;
+      }
+    }
+    return text;
+  } finally {
+    stdin.setRawMode(false);
+    stdin.pause();
+    process.stderr.write('\n');
+  }
+}
+
+/**
+ * The owner's password for --password: asked twice on a terminal (not echoed), else the first
+ * line of stdin (`printenv PW | mcs accounts create … --password`), so it never sits in argv,
+ * where `ps` and the shell history would keep it.
+ */
+async function readPassword(): Promise<string> {
+  if (process.stdin.isTTY) {
+    const first = await askHidden('Dashboard password (10 to 200 characters): ');
+    const again = await askHidden('The same password again: ');
+    if (first !== again) throw new CliError('the two passwords differ');
+    return first;
+  }
+  let text = '';
+  for await (const chunk of process.stdin) text += chunk;
+  const line = text.split(/\r?\n/)[0] ?? '';
+  if (line === '') throw new CliError('--password: no password on stdin (pipe it in, or run on a terminal)');
+  return line;
+}
 const OPERATOR =
   'Calls the accounts service at ACCOUNTS_URL (default http://127.0.0.1:(PORT+1), PORT defaulting to 8080)\n' +
   'and prints one JSON object on stdout; on failure, one line on stderr and exit code 1.';
 
 const accountsCreate: Command = {
   name: 'accounts create',
-  usage: 'mcs accounts create --email E [--name N] [--rate-limit R]',
+  usage: 'mcs accounts create --email E [--name N] [--rate-limit R] [--password]',
   summary: 'Creates an account and prints it with its four keys (the only time they are shown).',
   options: {
     email: { type: 'string', description: "E: the owner's e-mail address" },
     name: { type: 'string', description: "N: the account's name" },
     'rate-limit': { type: 'string', description: "R: requests per second (default: the plan's)" },
+    password: {
+      type: 'boolean',
+      description:
+        "set the owner's dashboard password (sign-in with e-mail and password): asked on a terminal, else read from stdin",
+    },
   },
   api: false,
   details: OPERATOR,
@@ -82,8 +130,12 @@ const accountsCreate: Command = {
         throw usageError(`--rate-limit must be a whole number of requests per second, not "${text}"`, this);
       }
     }
+    const password = p.values.password === true ? await readPassword() : '';
     return withAccounts(ctx, async (client) => {
-      const res = await client.createAccount({ email, name: str(p, 'name') ?? '', rateLimit }, opts);
+      const res = await client.createAccount(
+        { email, name: str(p, 'name') ?? '', rateLimit, password },
+        opts,
+      );
       return {
         account: renderOf(accounts.AccountSchema, res.account, 'account'),
         secret_key: res.secretKey,

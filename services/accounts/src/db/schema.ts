@@ -4,14 +4,29 @@ import { boolean, check, index, integer, pgSchema, text, timestamp, uniqueIndex 
 
 export const accountsSchema = pgSchema('accounts');
 
-export const accounts = accountsSchema.table('accounts', {
-  id: text('id').primaryKey(),
-  email: text('email').notNull(),
-  name: text('name').notNull(),
-  /** Requests per second the gateway allows this account. */
-  rateLimit: integer('rate_limit').notNull(),
-  createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull(),
-});
+export const accounts = accountsSchema.table(
+  'accounts',
+  {
+    id: text('id').primaryKey(),
+    email: text('email').notNull(),
+    name: text('name').notNull(),
+    /** Requests per second the gateway allows this account. */
+    rateLimit: integer('rate_limit').notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull(),
+    /** The owner's dashboard password as a scrypt hash (domain/passwords.ts); null: none set. */
+    passwordHash: text('password_hash'),
+    /** Failed password sign-ins in a row; reset by a successful one. */
+    failedLogins: integer('failed_logins').notNull().default(0),
+    /** Password sign-in refused until then (throttling after repeated failures). */
+    loginBlockedUntil: timestamp('login_blocked_until', { withTimezone: true, mode: 'date' }),
+  },
+  (t) => [
+    // Sign-in looks an owner up by e-mail: one account per address may have a password.
+    uniqueIndex('accounts_owner_email_idx')
+      .on(sql`lower(${t.email})`)
+      .where(sql`${t.passwordHash} is not null`),
+  ],
+);
 
 /**
  * API keys, stored only as a hash of the whole key (see domain/keys.ts); `prefix` and `last4`
@@ -31,6 +46,8 @@ export const apiKeys = accountsSchema.table(
     keyHash: text('key_hash').notNull(),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull(),
     revokedAt: timestamp('revoked_at', { withTimezone: true, mode: 'date' }),
+    /** Last authentication, written at most once a minute per key. */
+    lastUsedAt: timestamp('last_used_at', { withTimezone: true, mode: 'date' }),
   },
   (t) => [
     // Authentication looks keys up by hash equality through this index.

@@ -188,7 +188,7 @@ describe('API keys', () => {
     });
     const list = await listApiKeys(database.db, made.account.id);
     expect(list).toHaveLength(5);
-    expect(list[0]).toEqual(issued.key);
+    expect(list[0]).toEqual({ ...issued.key, lastUsedAt: expect.any(Date) });
     for (const k of list) expect(k).not.toHaveProperty('keyHash');
   });
 

@@ -9,8 +9,14 @@ import { optionalText } from '@mcs/kit/validate';
 import { and, desc, eq, isNull, sql } from 'drizzle-orm';
 import { accounts, apiKeys } from '../db/schema.ts';
 import { generateKey, hashKey, type KeyKind, parseKey } from './keys.ts';
+import { isOwnerEmailTaken } from './owners.ts';
+import { checkPasswordRules, hashPassword } from './passwords.ts';
 
-export type Account = typeof accounts.$inferSelect;
+/** An account as it may be shown: without its password hash and sign-in throttling state. */
+export type Account = Omit<
+  typeof accounts.$inferSelect,
+  'passwordHash' | 'failedLogins' | 'loginBlockedUntil'
+>;
 /** A key as it may be shown: everything but the hash. */
 export type ApiKey = Omit<typeof apiKeys.$inferSelect, 'keyHash' | 'kind'> & { kind: KeyKind };
 /** A key just made: the only moment its plain text exists. */
@@ -29,6 +35,8 @@ const EMAIL = /^[^\s@]+@[^\s@.]+(\.[^\s@.]+)+$/;
 export interface CreateAccountInput {
   email?: string | undefined;
   name?: string | undefined;
+  /** The owner's dashboard password; empty or absent: none. */
+  password?: string | undefined;
   /** Requests per second; 0 or absent: the plan's default. */
   rateLimit?: number | undefined;
 }
@@ -59,6 +67,14 @@ export function validateAccount(input: CreateAccountInput): {
   return { email, name, rateLimit: rate === 0 ? PLAN_DEFAULT_RATE_LIMIT : rate };
 }
 
+const shownAccount = {
+  id: accounts.id,
+  email: accounts.email,
+  name: accounts.name,
+  rateLimit: accounts.rateLimit,
+  createdAt: accounts.createdAt,
+};
+
 const shownKey = {
   id: apiKeys.id,
   accountId: apiKeys.accountId,
@@ -68,7 +84,11 @@ const shownKey = {
   last4: apiKeys.last4,
   createdAt: apiKeys.createdAt,
   revokedAt: apiKeys.revokedAt,
+  lastUsedAt: apiKeys.lastUsedAt,
 };
+
+/** A key's last use is written when it is older than this, so busy keys cost no write per call. */
+const LAST_USED_GRANULARITY_MS = 60_000;
 
 function keyRow(accountId: string, kind: KeyKind, livemode: boolean, now: Date) {
   const k = generateKey(kind, livemode);
@@ -82,6 +102,7 @@ function keyRow(accountId: string, kind: KeyKind, livemode: boolean, now: Date) 
     keyHash: k.hash,
     createdAt: now,
     revokedAt: null,
+    lastUsedAt: null,
   };
   const { keyHash: _, ...key } = row;
   return { row, issued: { key, secret: k.secret } satisfies IssuedKey };
@@ -102,10 +123,19 @@ export async function createAccount(
   now = new Date(),
 ): Promise<CreatedAccount> {
   const v = validateAccount(input);
-  const [account] = await tx
-    .insert(accounts)
-    .values({ id: newId('acct', now.getTime()), ...v, createdAt: now })
-    .returning();
+  const password = input.password ?? '';
+  if (password !== '') checkPasswordRules(password);
+  const passwordHash = password === '' ? null : await hashPassword(password);
+  let account: Account | undefined;
+  try {
+    [account] = await tx
+      .insert(accounts)
+      .values({ id: newId('acct', now.getTime()), ...v, passwordHash, createdAt: now })
+      .returning(shownAccount);
+  } catch (err) {
+    if (isOwnerEmailTaken(err)) throw apiError('email_taken', { param: 'email' });
+    throw err;
+  }
   if (!account) throw new Error('account insert returned no row');
   const made = {
     secretTest: keyRow(account.id, 'secret', false, now),
@@ -126,7 +156,7 @@ export async function createAccount(
 async function findAccount(tx: Tx, id: string, param: string): Promise<Account> {
   if (id === '')
     throw apiError('missing_required_field', { param, message: `Missing required parameter: ${param}.` });
-  const [row] = await tx.select().from(accounts).where(eq(accounts.id, id));
+  const [row] = await tx.select(shownAccount).from(accounts).where(eq(accounts.id, id));
   if (!row) throw apiError('resource_missing', { param, message: `No such account: ${id}.` });
   return row;
 }
@@ -158,6 +188,7 @@ export async function authenticateKey(tx: Tx, key: string): Promise<Authenticate
       kind: apiKeys.kind,
       livemode: apiKeys.livemode,
       rateLimit: accounts.rateLimit,
+      lastUsedAt: apiKeys.lastUsedAt,
     })
     .from(apiKeys)
     .innerJoin(accounts, eq(accounts.id, apiKeys.accountId))
@@ -165,7 +196,12 @@ export async function authenticateKey(tx: Tx, key: string): Promise<Authenticate
   // The prefix is part of what was hashed, so a match has the kind and mode the text claims;
   // checking anyway keeps a bad row from ever granting more than its key says.
   if (!row || row.kind !== shape.kind || row.livemode !== shape.livemode) throw apiError('api_key_invalid');
-  return { ...row, kind: shape.kind };
+  const now = new Date();
+  if (!row.lastUsedAt || now.getTime() - row.lastUsedAt.getTime() > LAST_USED_GRANULARITY_MS) {
+    await tx.update(apiKeys).set({ lastUsedAt: now }).where(eq(apiKeys.id, row.keyId));
+  }
+  const { lastUsedAt: _, ...who } = row;
+  return { ...who, kind: shape.kind };
 }
 
 /** Every key of the account, revoked ones included, newest first. */

@@ -16,6 +16,7 @@ import {
   revokeApiKey,
 } from '../domain/accounts.ts';
 import type { KeyKind } from '../domain/keys.ts';
+import { authenticateOwner, setOwnerPassword } from '../domain/owners.ts';
 
 function toProtoKind(kind: KeyKind): accounts.KeyKind {
   switch (kind) {
@@ -65,6 +66,7 @@ export function toProtoApiKey(k: ApiKey): accounts.ApiKey {
     last4: k.last4,
     createdAt: timestampFromDate(k.createdAt),
     ...(k.revokedAt ? { revokedAt: timestampFromDate(k.revokedAt) } : {}),
+    ...(k.lastUsedAt ? { lastUsedAt: timestampFromDate(k.lastUsedAt) } : {}),
   });
 }
 
@@ -72,7 +74,12 @@ export function accountHandlers(deps: Deps): ServiceImpl<typeof accounts.Account
   return {
     async createAccount(req) {
       const made = await deps.db.transaction((tx) =>
-        createAccount(tx, { email: req.email, name: req.name, rateLimit: req.rateLimit }),
+        createAccount(tx, {
+          email: req.email,
+          name: req.name,
+          rateLimit: req.rateLimit,
+          password: req.password,
+        }),
       );
       return create(accounts.CreateAccountResponseSchema, {
         account: toProtoAccount(made.account),
@@ -108,6 +115,15 @@ export function accountHandlers(deps: Deps): ServiceImpl<typeof accounts.Account
         key: toProtoApiKey(issued.key),
         secret: issued.secret,
       });
+    },
+    async setOwnerPassword(req) {
+      const account = await setOwnerPassword(deps.db, { accountId: req.accountId, password: req.password });
+      return toProtoAccount(account);
+    },
+    async authenticateOwner(req) {
+      // Not in a transaction: a failed attempt must stay counted although the call fails.
+      const who = await authenticateOwner(deps.db, { email: req.email, password: req.password });
+      return create(accounts.AuthenticateOwnerResponseSchema, { accountId: who.accountId });
     },
     async revokeApiKey(req) {
       const key = await revokeApiKey(deps.db, { accountId: req.accountId, keyId: req.keyId });

@@ -72,6 +72,14 @@ export declare type CreateAccountRequest = Message<"mcs.accounts.v1.CreateAccoun
    * @generated from field: int32 rate_limit = 3;
    */
   rateLimit: number;
+
+  /**
+   * The owner's dashboard password (10 to 200 characters); empty: no password sign-in. Stored
+   * only as a scrypt hash. An e-mail address can have one account with a password.
+   *
+   * @generated from field: string password = 4;
+   */
+  password: string;
 };
 
 /**
@@ -233,6 +241,14 @@ export declare type ApiKey = Message<"mcs.accounts.v1.ApiKey"> & {
    * @generated from field: optional google.protobuf.Timestamp revoked_at = 7;
    */
   revokedAt?: Timestamp | undefined;
+
+  /**
+   * When the key last authenticated a request (to within a minute; gateways cache keys, so a
+   * key in steady use is seen at least every AUTH_CACHE_TTL). Null if never used.
+   *
+   * @generated from field: optional google.protobuf.Timestamp last_used_at = 8;
+   */
+  lastUsedAt?: Timestamp | undefined;
 };
 
 /**
@@ -346,6 +362,68 @@ export declare type RevokeApiKeyRequest = Message<"mcs.accounts.v1.RevokeApiKeyR
 export declare const RevokeApiKeyRequestSchema: GenMessage<RevokeApiKeyRequest>;
 
 /**
+ * @generated from message mcs.accounts.v1.SetOwnerPasswordRequest
+ */
+export declare type SetOwnerPasswordRequest = Message<"mcs.accounts.v1.SetOwnerPasswordRequest"> & {
+  /**
+   * @generated from field: string account_id = 1;
+   */
+  accountId: string;
+
+  /**
+   * 10 to 200 characters; replaces any earlier password.
+   *
+   * @generated from field: string password = 2;
+   */
+  password: string;
+};
+
+/**
+ * Describes the message mcs.accounts.v1.SetOwnerPasswordRequest.
+ * Use `create(SetOwnerPasswordRequestSchema)` to create a new message.
+ */
+export declare const SetOwnerPasswordRequestSchema: GenMessage<SetOwnerPasswordRequest>;
+
+/**
+ * @generated from message mcs.accounts.v1.AuthenticateOwnerRequest
+ */
+export declare type AuthenticateOwnerRequest = Message<"mcs.accounts.v1.AuthenticateOwnerRequest"> & {
+  /**
+   * @generated from field: string email = 1;
+   */
+  email: string;
+
+  /**
+   * @generated from field: string password = 2;
+   */
+  password: string;
+};
+
+/**
+ * Describes the message mcs.accounts.v1.AuthenticateOwnerRequest.
+ * Use `create(AuthenticateOwnerRequestSchema)` to create a new message.
+ */
+export declare const AuthenticateOwnerRequestSchema: GenMessage<AuthenticateOwnerRequest>;
+
+/**
+ * The owner who signed in: the account whose e-mail address and password matched.
+ *
+ * @generated from message mcs.accounts.v1.AuthenticateOwnerResponse
+ */
+export declare type AuthenticateOwnerResponse = Message<"mcs.accounts.v1.AuthenticateOwnerResponse"> & {
+  /**
+   * @generated from field: string account_id = 1;
+   */
+  accountId: string;
+};
+
+/**
+ * Describes the message mcs.accounts.v1.AuthenticateOwnerResponse.
+ * Use `create(AuthenticateOwnerResponseSchema)` to create a new message.
+ */
+export declare const AuthenticateOwnerResponseSchema: GenMessage<AuthenticateOwnerResponse>;
+
+/**
  * @generated from enum mcs.accounts.v1.KeyKind
  */
 export enum KeyKind {
@@ -427,6 +505,28 @@ export declare const AccountService: GenService<{
     methodKind: "unary";
     input: typeof RevokeApiKeyRequestSchema;
     output: typeof ApiKeySchema;
+  },
+  /**
+   * Sets (or replaces) the owner's dashboard password.
+   *
+   * @generated from rpc mcs.accounts.v1.AccountService.SetOwnerPassword
+   */
+  setOwnerPassword: {
+    methodKind: "unary";
+    input: typeof SetOwnerPasswordRequestSchema;
+    output: typeof AccountSchema;
+  },
+  /**
+   * Dashboard sign-in with e-mail and password. Fails with owner_credentials_invalid for any
+   * wrong e-mail or password (the same answer either way), and with login_throttled (whose
+   * message gives the seconds to wait) after repeated failures for an account.
+   *
+   * @generated from rpc mcs.accounts.v1.AccountService.AuthenticateOwner
+   */
+  authenticateOwner: {
+    methodKind: "unary";
+    input: typeof AuthenticateOwnerRequestSchema;
+    output: typeof AuthenticateOwnerResponseSchema;
   },
 }>;
 
