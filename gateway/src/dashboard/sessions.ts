@@ -1,9 +1,10 @@
-// Dashboard sessions: an account holder signs in with a secret API key and gets a random
-// 32-byte token in the `mcs_session` cookie. The table keeps only the token's SHA-256, so reading
-// it signs nobody in. A session ends when signed out, after 12 hours, or when its key is revoked.
+// Dashboard sessions: an account owner signs in with e-mail and password, or anyone holding a
+// secret API key signs in with it, and gets a random 32-byte token in the `mcs_session` cookie.
+// The table keeps only the token's SHA-256, so reading it signs nobody in. A session ends when
+// signed out or after 12 hours; a key's session also ends when its key is revoked.
 import { createHash, randomBytes } from 'node:crypto';
 import type { Db } from '@mcs/kit/db';
-import { and, eq, gt, lte } from 'drizzle-orm';
+import { and, eq, gt, isNull, lte } from 'drizzle-orm';
 import { sessions } from '../db/schema.ts';
 
 export const SESSION_LIFETIME_MS = 12 * 3600 * 1000;
@@ -13,7 +14,8 @@ export interface Session {
   id: string;
   accountId: string;
   livemode: boolean;
-  keyId: string;
+  /** The key signed in with; null for an owner's (password) session. */
+  keyId: string | null;
   createdAt: Date;
   expiresAt: Date;
 }
@@ -21,7 +23,8 @@ export interface Session {
 export interface SignedIn {
   accountId: string;
   livemode: boolean;
-  keyId: string;
+  /** The key signed in with; null for an owner who signed in with e-mail and password. */
+  keyId: string | null;
 }
 
 export interface SessionStore {
@@ -29,6 +32,8 @@ export interface SessionStore {
   create(who: SignedIn, now?: Date): Promise<{ token: string; session: Session }>;
   /** The unexpired session of a token, or undefined for an unknown, malformed or expired one. */
   find(token: string, now?: Date): Promise<Session | undefined>;
+  /** Switches an owner's session to test or live mode (key sessions keep their key's mode). */
+  setMode(token: string, livemode: boolean): Promise<void>;
   /** Signs out (nothing happens for an unknown token). */
   delete(token: string): Promise<void>;
   /** Ends every session signed in with a key (the key was revoked); returns how many. */
@@ -74,6 +79,13 @@ export function createSessionStore(db: Db): SessionStore {
         .from(sessions)
         .where(and(eq(sessions.id, sessionIdOf(token)), gt(sessions.expiresAt, now)));
       return row;
+    },
+    async setMode(token, livemode) {
+      if (!isSessionToken(token)) return;
+      await db
+        .update(sessions)
+        .set({ livemode })
+        .where(and(eq(sessions.id, sessionIdOf(token)), isNull(sessions.keyId)));
     },
     async delete(token) {
       if (!isSessionToken(token)) return;

@@ -5,7 +5,7 @@ import { boolean, doublePrecision, index, integer, pgSchema, text, timestamp } f
 export const gateway = pgSchema('gateway');
 
 /**
- * Dashboard sessions (Settings → API): one row per sign-in with a secret API key. The browser
+ * Dashboard sessions (Settings → API): one row per sign-in (owner password or secret API key). The browser
  * holds a random token; only its SHA-256 is stored, so a copy of this table signs nobody in.
  */
 export const sessions = gateway.table(
@@ -15,8 +15,11 @@ export const sessions = gateway.table(
     id: text('id').primaryKey(),
     accountId: text('account_id').notNull(),
     livemode: boolean('livemode').notNull(),
-    /** The API key signed in with: its revocation ends the session. */
-    keyId: text('key_id').notNull(),
+    /**
+     * The API key signed in with: its revocation ends the session. Null for an owner who signed
+     * in with e-mail and password (such a session may switch between test and live mode).
+     */
+    keyId: text('key_id'),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull(),
     expiresAt: timestamp('expires_at', { withTimezone: true, mode: 'date' }).notNull(),
   },

@@ -44,7 +44,7 @@ export interface DeliveryQueue {
   enqueue(items: QueuedDelivery[]): void;
 }
 
-const deliveryColumns = {
+export const deliveryColumns = {
   id: deliveries.id,
   endpointId: deliveries.endpointId,
   eventId: deliveries.eventId,
@@ -56,7 +56,7 @@ const deliveryColumns = {
   createdAt: deliveries.createdAt,
 };
 
-async function withAttempts(tx: Tx, rows: Omit<Delivery, 'attemptLog'>[]): Promise<Delivery[]> {
+export async function withAttempts(tx: Tx, rows: Omit<Delivery, 'attemptLog'>[]): Promise<Delivery[]> {
   if (rows.length === 0) return [];
   const log = await tx
     .select()

@@ -26,6 +26,7 @@ import {
   updateEndpoint,
 } from '../domain/endpoints.ts';
 import type { QueuedDelivery } from '../domain/fanout.ts';
+import { endpointStats } from '../domain/insights.ts';
 import { endpointResource } from '../domain/operational.ts';
 
 const DELIVERY_STATUS = {
@@ -192,6 +193,22 @@ export function endpointHandlers(deps: Deps): ServiceImpl<typeof webhooks.Webhoo
       });
       if (queued) deps.queue.enqueue([queued]);
       return answer;
+    },
+    async getWebhookEndpointStats(req, ctx) {
+      const stats = await endpointStats(db, callerOf(ctx), req.id);
+      return create(webhooks.WebhookEndpointStatsSchema, {
+        buckets: stats.buckets.map((b) =>
+          create(webhooks.WebhookStatsBucketSchema, {
+            start: timestampFromDate(b.start),
+            succeeded: b.succeeded,
+            failed: b.failed,
+          }),
+        ),
+        p50Ms: stats.p50,
+        p90Ms: stats.p90,
+        p99Ms: stats.p99,
+        attempts: stats.attempts,
+      });
     },
   };
 }

@@ -7,6 +7,8 @@ import { eventTypeName } from '@mcs/kit/outbox';
 import { events as eventsProto, webhooks } from '@mcs/proto';
 import type { Deps } from '../deps.ts';
 import { getEvent, listEvents, type StoredEvent } from '../domain/events.ts';
+import { eventDeliveries } from '../domain/insights.ts';
+import { toProtoDelivery } from './endpoints.ts';
 
 const decode = (e: StoredEvent) => fromBinary(eventsProto.EventSchema, e.payload);
 
@@ -25,6 +27,10 @@ export function eventHandlers(deps: Deps): ServiceImpl<typeof webhooks.EventServ
         data: page.data.map(decode),
         hasMore: page.hasMore,
       });
+    },
+    async listEventDeliveries(req, ctx) {
+      const data = await eventDeliveries(deps.db, callerOf(ctx), req.id);
+      return create(webhooks.ListEventDeliveriesResponseSchema, { data: data.map(toProtoDelivery) });
     },
   };
 }

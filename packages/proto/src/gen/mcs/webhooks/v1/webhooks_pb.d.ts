@@ -464,6 +464,93 @@ export declare type SendTestWebhookRequest = Message<"mcs.webhooks.v1.SendTestWe
 export declare const SendTestWebhookRequestSchema: GenMessage<SendTestWebhookRequest>;
 
 /**
+ * @generated from message mcs.webhooks.v1.GetWebhookEndpointStatsRequest
+ */
+export declare type GetWebhookEndpointStatsRequest = Message<"mcs.webhooks.v1.GetWebhookEndpointStatsRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message mcs.webhooks.v1.GetWebhookEndpointStatsRequest.
+ * Use `create(GetWebhookEndpointStatsRequestSchema)` to create a new message.
+ */
+export declare const GetWebhookEndpointStatsRequestSchema: GenMessage<GetWebhookEndpointStatsRequest>;
+
+/**
+ * Attempts to an endpoint in one hour.
+ *
+ * @generated from message mcs.webhooks.v1.WebhookStatsBucket
+ */
+export declare type WebhookStatsBucket = Message<"mcs.webhooks.v1.WebhookStatsBucket"> & {
+  /**
+   * @generated from field: google.protobuf.Timestamp start = 1;
+   */
+  start?: Timestamp | undefined;
+
+  /**
+   * @generated from field: int32 succeeded = 2;
+   */
+  succeeded: number;
+
+  /**
+   * @generated from field: int32 failed = 3;
+   */
+  failed: number;
+};
+
+/**
+ * Describes the message mcs.webhooks.v1.WebhookStatsBucket.
+ * Use `create(WebhookStatsBucketSchema)` to create a new message.
+ */
+export declare const WebhookStatsBucketSchema: GenMessage<WebhookStatsBucket>;
+
+/**
+ * An endpoint's attempts over the last 24 hours (the dashboard's chart; internal, no REST route).
+ *
+ * @generated from message mcs.webhooks.v1.WebhookEndpointStats
+ */
+export declare type WebhookEndpointStats = Message<"mcs.webhooks.v1.WebhookEndpointStats"> & {
+  /**
+   * 24 hourly buckets, oldest first; the last one is the current, partial hour.
+   *
+   * @generated from field: repeated mcs.webhooks.v1.WebhookStatsBucket buckets = 1;
+   */
+  buckets: WebhookStatsBucket[];
+
+  /**
+   * Latency percentiles of the attempts that got an answer in the period, in milliseconds
+   * (0 when there were none).
+   *
+   * @generated from field: int32 p50_ms = 2;
+   */
+  p50Ms: number;
+
+  /**
+   * @generated from field: int32 p90_ms = 3;
+   */
+  p90Ms: number;
+
+  /**
+   * @generated from field: int32 p99_ms = 4;
+   */
+  p99Ms: number;
+
+  /**
+   * @generated from field: int32 attempts = 5;
+   */
+  attempts: number;
+};
+
+/**
+ * Describes the message mcs.webhooks.v1.WebhookEndpointStats.
+ * Use `create(WebhookEndpointStatsSchema)` to create a new message.
+ */
+export declare const WebhookEndpointStatsSchema: GenMessage<WebhookEndpointStats>;
+
+/**
  * @generated from message mcs.webhooks.v1.ListEventsRequest
  */
 export declare type ListEventsRequest = Message<"mcs.webhooks.v1.ListEventsRequest"> & {
@@ -527,6 +614,42 @@ export declare type GetEventRequest = Message<"mcs.webhooks.v1.GetEventRequest">
  * Use `create(GetEventRequestSchema)` to create a new message.
  */
 export declare const GetEventRequestSchema: GenMessage<GetEventRequest>;
+
+/**
+ * @generated from message mcs.webhooks.v1.ListEventDeliveriesRequest
+ */
+export declare type ListEventDeliveriesRequest = Message<"mcs.webhooks.v1.ListEventDeliveriesRequest"> & {
+  /**
+   * The event's id.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message mcs.webhooks.v1.ListEventDeliveriesRequest.
+ * Use `create(ListEventDeliveriesRequestSchema)` to create a new message.
+ */
+export declare const ListEventDeliveriesRequestSchema: GenMessage<ListEventDeliveriesRequest>;
+
+/**
+ * @generated from message mcs.webhooks.v1.ListEventDeliveriesResponse
+ */
+export declare type ListEventDeliveriesResponse = Message<"mcs.webhooks.v1.ListEventDeliveriesResponse"> & {
+  /**
+   * One delivery per endpoint the event went to, each with its attempts, oldest first.
+   *
+   * @generated from field: repeated mcs.webhooks.v1.WebhookDelivery data = 1;
+   */
+  data: WebhookDelivery[];
+};
+
+/**
+ * Describes the message mcs.webhooks.v1.ListEventDeliveriesResponse.
+ * Use `create(ListEventDeliveriesResponseSchema)` to create a new message.
+ */
+export declare const ListEventDeliveriesResponseSchema: GenMessage<ListEventDeliveriesResponse>;
 
 /**
  * @generated from enum mcs.webhooks.v1.DeliveryStatus
@@ -667,6 +790,16 @@ export declare const WebhookEndpointService: GenService<{
     input: typeof SendTestWebhookRequestSchema;
     output: typeof WebhookDeliverySchema;
   },
+  /**
+   * Success and latency over the last 24 hours (the dashboard's endpoint page).
+   *
+   * @generated from rpc mcs.webhooks.v1.WebhookEndpointService.GetWebhookEndpointStats
+   */
+  getWebhookEndpointStats: {
+    methodKind: "unary";
+    input: typeof GetWebhookEndpointStatsRequestSchema;
+    output: typeof WebhookEndpointStatsSchema;
+  },
 }>;
 
 /**
@@ -690,6 +823,16 @@ export declare const EventService: GenService<{
     methodKind: "unary";
     input: typeof GetEventRequestSchema;
     output: typeof EventSchema;
+  },
+  /**
+   * The deliveries of one event (the dashboard's event page; internal, no REST route).
+   *
+   * @generated from rpc mcs.webhooks.v1.EventService.ListEventDeliveries
+   */
+  listEventDeliveries: {
+    methodKind: "unary";
+    input: typeof ListEventDeliveriesRequestSchema;
+    output: typeof ListEventDeliveriesResponseSchema;
   },
 }>;
 

@@ -1,0 +1,1 @@
+ALTER TABLE "gateway"."sessions" ALTER COLUMN "key_id" DROP NOT NULL;
