@@ -74,6 +74,7 @@ await runProcess(log, async () => {
     auth,
     accounts: accountsClient,
     webhooks: createClient(webhooks.WebhookEndpointService, transports.get('webhooks')!),
+    events: createClient(webhooks.EventService, transports.get('webhooks')!),
     docsUrl: env.docsUrl,
     log,
     keyCheckTtlMs: env.AUTH_CACHE_TTL,

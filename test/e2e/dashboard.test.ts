@@ -2,13 +2,26 @@
 // an endpoint made unhealthy by a failing receiver is seen and re-enabled by the account holder,
 // after which new events flow again; endpoints are added and secrets rotated from the page;
 // publishable keys, forged POSTs, signed-out and revoked sessions are refused.
-import { type AccountKeys, type Receiver, type Stack, startReceiver, startStack } from '@mcs/testkit';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  type AccountKeys,
+  REPO_ROOT,
+  type Receiver,
+  type Stack,
+  startReceiver,
+  startStack,
+} from '@mcs/testkit';
 import { verifyServiceSignature } from '@mcs/webhook-verify';
 import { type Browser, type BrowserContext, chromium, type Locator, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 let stack: Stack;
 let browser: Browser;
+/** Screenshots are kept as artefacts of the run (.data is not committed). */
+const SHOTS = join(REPO_ROOT, '.data', 'screenshots');
+mkdirSync(SHOTS, { recursive: true });
+const shot = (name: string) => join(SHOTS, `dashboard-${name}.png`);
 const receivers: Receiver[] = [];
 
 beforeAll(async () => {
@@ -77,8 +90,9 @@ async function signIn(context: BrowserContext, key: string): Promise<Page> {
   const page = await context.newPage();
   await page.goto(`${stack.baseUrl}/dashboard`);
   expect(new URL(page.url()).pathname).toBe('/dashboard/login');
+  await page.click('#key-login-box summary');
   await page.fill('#key', key);
-  await submit(page, 'button[type=submit]');
+  await submit(page, '#key-login button[type=submit]');
   return page;
 }
 
@@ -136,12 +150,12 @@ describe('Settings → API in a browser', () => {
 
     const response = await page.goto(settingsUrl());
     const headers = response!.headers();
-    expect(headers['content-security-policy']).toBe(
-      "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
+    expect(headers['content-security-policy']).toMatch(
+      /^default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-[A-Za-z0-9+/]{43}='; form-action 'self'; frame-ancestors 'none'$/,
     );
     expect(headers['x-frame-options']).toBe('DENY');
     const [cookie] = (await context.cookies()).filter((c) => c.name === 'mcs_session');
-    expect(cookie).toMatchObject({ path: '/dashboard', httpOnly: true, sameSite: 'Strict', secure: false });
+    expect(cookie).toMatchObject({ path: '/dashboard', httpOnly: true, sameSite: 'Lax', secure: false });
 
     const card = page.locator(`article#${endpointId}`);
     await expect(card.getAttribute('data-status')).resolves.toBe('unhealthy');
@@ -152,7 +166,7 @@ describe('Settings → API in a browser', () => {
     expect(cardText).toContain('Failing since');
     // Escaped, shown as text.
     await expect(card.locator('.description').textContent()).resolves.toBe('Shop backend <b>&</b>');
-    await page.screenshot({ path: '/tmp/dashboard.png', fullPage: true });
+    await page.screenshot({ path: shot('endpoints-unhealthy'), fullPage: true });
 
     // The deliveries view: the failed delivery with its six attempts.
     await Promise.all([
@@ -249,7 +263,7 @@ describe('Settings → API in a browser', () => {
     const context = await browser.newContext();
     const page = await signIn(context, keys.secret_key);
     const cookie = await sessionCookie(context);
-    await submit(page, 'header button[type=submit]');
+    await submit(page, '#sign-out');
     await expect(page.locator('.flash.ok').textContent()).resolves.toBe('You have signed out.');
     await page.goto(settingsUrl());
     expect(new URL(page.url()).pathname).toBe('/dashboard/login');
@@ -276,8 +290,9 @@ describe('Settings → API in a browser', () => {
       return new URL(page.url()).pathname === '/dashboard/login';
     }, 5_000);
     // And the key cannot sign in again.
+    await page.click('#key-login-box summary');
     await page.fill('#key', own.secret_key);
-    await submit(page, 'button[type=submit]');
+    await submit(page, '#key-login button[type=submit]');
     await expect(page.locator('.flash.error').textContent()).resolves.toContain('This key is not valid');
     await context.close();
   });

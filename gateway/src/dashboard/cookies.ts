@@ -1,5 +1,7 @@
-// Reading and writing the dashboard's cookies. Every cookie is HttpOnly, SameSite=Strict and
-// scoped to /dashboard, so neither scripts nor the /v1 API nor other sites ever see it.
+// Reading and writing the dashboard's cookies. Every cookie is HttpOnly (no script reads it),
+// scoped to /dashboard (the /v1 API never sees it) and SameSite=Lax: a link followed from
+// elsewhere arrives signed in, but another site's POST, frame or fetch carries no cookie.
+// Secure whenever the browser came over HTTPS.
 import type { IncomingMessage } from 'node:http';
 
 export const SESSION_COOKIE = 'mcs_session';
@@ -30,13 +32,7 @@ export function overHttps(req: IncomingMessage): boolean {
  * `maxAgeSeconds` 0 deletes the cookie.
  */
 export function cookie(req: IncomingMessage, name: string, value: string, maxAgeSeconds: number): string {
-  const attrs = [
-    `${name}=${value}`,
-    `Path=${PATH}`,
-    `Max-Age=${maxAgeSeconds}`,
-    'HttpOnly',
-    'SameSite=Strict',
-  ];
+  const attrs = [`${name}=${value}`, `Path=${PATH}`, `Max-Age=${maxAgeSeconds}`, 'HttpOnly', 'SameSite=Lax'];
   if (overHttps(req)) attrs.push('Secure');
   return attrs.join('; ');
 }

@@ -10,6 +10,8 @@ export interface Flash {
   text: string;
   /** A new signing secret, shown once (creation, rotation). */
   secret?: { endpoint: string; value: string };
+  /** A new API key, shown once. */
+  key?: { id: string; value: string };
   /** The add-endpoint form as submitted, to fill it again after an error. */
   form?: { url: string; events: string[]; description: string };
 }

@@ -1,6 +1,7 @@
 // The dashboard's HTTP behaviour against a real database and in-memory stand-ins for the
 // accounts and webhooks services (their real behaviour is covered by test/e2e/dashboard.test.ts):
 // sign-in rules, cookies, the CSRF and origin checks, redirects, flashes, escaping, revocation.
+import { createHash } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { create } from '@bufbuild/protobuf';
@@ -16,9 +17,12 @@ import type { Authenticator, Principal } from '../auth.ts';
 import { migrateGateway } from '../db/migrate.ts';
 import { csrfTokenFor } from './csrf.ts';
 import { createDashboard, type Dashboard } from './handler.ts';
+import { ADDRESS_FAILURES, createAddressThrottle } from './login.ts';
 import { createSessionStore } from './sessions.ts';
+import { COPY_SCRIPT } from './views.ts';
 
 const SECRET = 'sk_test_0123456789abcdefABCDEF';
+const OWNER_PASSWORD = 'the owner password';
 const PUBLISHABLE = 'pk_test_0123456789abcdefABCDEF';
 const LIVE = 'sk_live_0123456789abcdefABCDEF';
 const principals: Record<string, Principal> = {
@@ -101,6 +105,16 @@ const accountsTransport = createRouterTransport((router) =>
     getAccount(req) {
       return { id: req.id, email: 'owner@example.com' };
     },
+    authenticateOwner(req) {
+      if (req.email === 'locked@example.com') {
+        throw apiError('login_throttled', {
+          message: 'Too many failed sign-ins for this account. Try again in 42 seconds.',
+        });
+      }
+      if (req.email === 'owner@example.com' && req.password === OWNER_PASSWORD)
+        return { accountId: 'acct_1' };
+      throw apiError('owner_credentials_invalid');
+    },
   }),
 );
 
@@ -116,6 +130,7 @@ beforeAll(async () => {
     auth,
     accounts: createClient(accounts.AccountService, accountsTransport),
     webhooks: createClient(webhooks.WebhookEndpointService, webhooksTransport),
+    events: createClient(webhooks.EventService, webhooksTransport),
     docsUrl: 'http://docs.test/docs',
     log: createLogger('dashboard-test', 'silent'),
     keyCheckTtlMs: 0, // ask the accounts stand-in every time
@@ -160,6 +175,12 @@ async function signIn(key = SECRET) {
   return { cookie: `mcs_session=${token}`, csrf: csrfTokenFor(token), setCookie: set };
 }
 
+/** A page without the dashboard's one script (allowed by its hash): nothing else may run. */
+const ownScriptRemoved = (page: string) => {
+  expect(page.split('<script').length).toBeLessThanOrEqual(2);
+  return page.replace(`<script>${COPY_SCRIPT}</script>`, '');
+};
+
 const cookiesOf = (res: Response) => res.headers.getSetCookie().map((c) => c.split(';')[0]!);
 
 describe('sign-in', () => {
@@ -167,7 +188,7 @@ describe('sign-in', () => {
     for (const path of ['/dashboard/login', '/dashboard/nope', '/dashboard/settings/api']) {
       const res = await go(path);
       expect(res.headers.get('content-security-policy')).toBe(
-        "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
+        `default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-${createHash('sha256').update(COPY_SCRIPT).digest('base64')}'; form-action 'self'; frame-ancestors 'none'`,
       );
       expect(res.headers.get('x-frame-options')).toBe('DENY');
       expect(res.headers.get('cache-control')).toBe('no-store');
@@ -199,14 +220,14 @@ describe('sign-in', () => {
     expect(await unknown.text()).toContain('This key is not valid');
     const odd = await post('/dashboard/login', { key: '<script>' });
     expect(odd.status).toBe(401);
-    expect(await odd.text()).not.toContain('<script>');
+    expect(ownScriptRemoved(await odd.text())).not.toContain('<script>');
     expect((await post('/dashboard/login', { key: '' })).status).toBe(400);
   });
 
-  it('sets an HttpOnly, SameSite=Strict session cookie scoped to /dashboard, Secure over https', async () => {
+  it('sets an HttpOnly, SameSite=Lax session cookie scoped to /dashboard, Secure over https', async () => {
     const { setCookie } = await signIn();
     expect(setCookie).toMatch(
-      /^mcs_session=[A-Za-z0-9_-]{43}; Path=\/dashboard; Max-Age=43200; HttpOnly; SameSite=Strict$/,
+      /^mcs_session=[A-Za-z0-9_-]{43}; Path=\/dashboard; Max-Age=43200; HttpOnly; SameSite=Lax$/,
     );
     const https = await post('/dashboard/login', { key: SECRET }, { 'x-forwarded-proto': 'https' });
     expect(https.headers.getSetCookie().find((c) => c.startsWith('mcs_session='))).toMatch(/; Secure$/);
@@ -252,7 +273,7 @@ describe('settings page and actions', () => {
     expect(page).toContain('&lt;script&gt;alert(1)&lt;/script&gt;');
     expect(page).toContain('https://example.com/hook?a=1&amp;b=&lt;2&gt;');
     expect(page).toContain('HTTP 500 &lt;b&gt;');
-    expect(page).not.toContain('<script');
+    expect(ownScriptRemoved(page)).not.toContain('<script');
     expect(page).not.toContain('we_live');
     expect(page).toContain('owner@example.com');
     expect(page).toContain('/dashboard/settings/api/webhooks/we_sick/enable');
@@ -368,5 +389,99 @@ describe('revocation', () => {
     expect(res.headers.get('location')).toBe('/dashboard/login');
     const { rows } = await db.pool.query("select 1 from gateway.sessions where key_id = 'key_test'");
     expect(rows).toEqual([]);
+  });
+});
+
+describe('owner sign-in and the mode switch', () => {
+  async function ownerSignIn() {
+    const res = await post('/dashboard/login', { email: 'owner@example.com', password: OWNER_PASSWORD });
+    expect(res.status).toBe(303);
+    const token = res.headers
+      .getSetCookie()
+      .find((c) => c.startsWith('mcs_session='))!
+      .split(';')[0]!
+      .slice('mcs_session='.length);
+    return { cookie: `mcs_session=${token}`, csrf: csrfTokenFor(token) };
+  }
+
+  it('signs an owner in with e-mail and password, in test mode, without a key', async () => {
+    const s = await ownerSignIn();
+    const { rows } = await db.pool.query(
+      'select livemode, key_id from gateway.sessions where account_id = $1',
+      ['acct_1'],
+    );
+    expect(rows).toContainEqual({ livemode: false, key_id: null });
+    const page = await (await go('/dashboard/settings/api', { headers: { cookie: s.cookie } })).text();
+    expect(page).toContain('id="switch-mode"');
+    expect(page).toContain('Switch to live mode');
+  });
+
+  it('refuses a wrong password keeping the e-mail, and passes on the per-account throttle with Retry-After', async () => {
+    const wrong = await post('/dashboard/login', { email: 'owner@example.com', password: 'not it at all' });
+    expect(wrong.status).toBe(401);
+    const text = await wrong.text();
+    expect(text).toContain('The e-mail address or the password is not right.');
+    expect(text).toContain('value="owner@example.com"');
+    expect(wrong.headers.getSetCookie()).toEqual([]);
+    const locked = await post('/dashboard/login', { email: 'locked@example.com', password: OWNER_PASSWORD });
+    expect(locked.status).toBe(429);
+    expect(locked.headers.get('retry-after')).toBe('42');
+    expect(await locked.text()).toContain('Try again in 42 seconds');
+    expect((await post('/dashboard/login', { email: '', password: '' })).status).toBe(400);
+  });
+
+  it("switches an owner's session between test and live, and shows the mode's data", async () => {
+    endpoints.push(
+      create(webhooks.WebhookEndpointSchema, {
+        id: 'we_sick',
+        url: 'https://test.example/',
+        livemode: false,
+      }),
+      create(webhooks.WebhookEndpointSchema, { id: 'we_live', url: 'https://live.example/', livemode: true }),
+    );
+    const s = await ownerSignIn();
+    const res = await post(
+      '/dashboard/mode',
+      { csrf: s.csrf, livemode: 'true', back: '/dashboard/events' },
+      { cookie: s.cookie },
+    );
+    expect(res.status).toBe(303);
+    expect(res.headers.get('location')).toBe('/dashboard/events');
+    const page = await (await go('/dashboard/settings/api', { headers: { cookie: s.cookie } })).text();
+    expect(page).toContain('data-mode="live"');
+    expect(page).toContain('we_live');
+    expect(page).not.toContain('we_sick');
+    // Without the CSRF token nothing changes; an outside `back` is not followed.
+    expect((await post('/dashboard/mode', { livemode: 'false' }, { cookie: s.cookie })).status).toBe(403);
+    const odd = await post(
+      '/dashboard/mode',
+      { csrf: s.csrf, livemode: 'false', back: 'https://evil.example/' },
+      { cookie: s.cookie },
+    );
+    expect(odd.headers.get('location')).toBe('/dashboard/settings/api');
+  });
+
+  it("keeps a key's session in the key's mode", async () => {
+    const s = await signIn();
+    const page = await (await go('/dashboard/settings/api', { headers: { cookie: s.cookie } })).text();
+    expect(page).toContain('set by your key');
+    const res = await post('/dashboard/mode', { csrf: s.csrf, livemode: 'true' }, { cookie: s.cookie });
+    expect(res.status).toBe(303);
+    const { rows } = await db.pool.query("select livemode from gateway.sessions where key_id = 'key_test'");
+    expect(rows.every((r) => r.livemode === false)).toBe(true);
+  });
+});
+
+describe('sign-in throttling per address', () => {
+  it('refuses an address after its failures in a window, until the window ends', () => {
+    let now = 1_000_000;
+    const t = createAddressThrottle(() => now);
+    for (let i = 0; i < ADDRESS_FAILURES - 1; i++) t.fail('203.0.113.5');
+    expect(t.wait('203.0.113.5')).toBe(0);
+    t.fail('203.0.113.5');
+    expect(t.wait('203.0.113.5')).toBe(15 * 60);
+    expect(t.wait('198.51.100.1')).toBe(0);
+    now += 15 * 60_000;
+    expect(t.wait('203.0.113.5')).toBe(0);
   });
 });

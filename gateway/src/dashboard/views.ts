@@ -70,6 +70,8 @@ export interface AttemptView {
 
 export interface DeliveryView {
   id: string;
+  /** The endpoint's id. */
+  endpoint: string;
   event: string;
   eventType: string | null;
   status: DeliveryStatus;
@@ -85,11 +87,30 @@ export interface Viewer {
   email: string | null;
   livemode: boolean;
   csrf: string;
+  /** Signed in with e-mail and password (may switch modes), not with an API key. */
+  owner: boolean;
+  /** The page's own path (the mode switch comes back to it). */
+  path: string;
 }
 
 export const BASE = '/dashboard';
 export const SETTINGS = `${BASE}/settings/api`;
 export const endpointPath = (id: string) => `${SETTINGS}/webhooks/${encodeURIComponent(id)}`;
+export const KEYS = `${SETTINGS}/keys`;
+export const EVENTS = `${BASE}/events`;
+export const eventPath = (id: string) => `${EVENTS}/${encodeURIComponent(id)}`;
+
+/**
+ * The dashboard's only script: copy buttons (\`<button data-copy="ID">\`) copy the text of
+ * element ID. Allowed by its hash in the Content-Security-Policy; without it, the text is still
+ * selectable with one click (user-select: all).
+ */
+export const COPY_SCRIPT = `document.addEventListener('click',function(e){var b=e.target.closest&&e.target.closest('button[data-copy]');if(!b)return;var t=document.getElementById(b.getAttribute('data-copy'));if(!t)return;var done=function(m){b.textContent=m;};if(navigator.clipboard){navigator.clipboard.writeText(t.textContent).then(function(){done('Copied');},function(){done('Select and copy');});}else{done('Select and copy');}});`;
+
+/** A secret shown once, with a button that copies it. */
+export function secretBox(id: string, value: string, attrs: SafeHtml = html``): SafeHtml {
+  return html`<span class="secret-row"><code class="secret" id="${id}" ${attrs}>${value}</code><button type="button" class="copy" data-copy="${id}">Copy</button></span>`;
+}
 
 const STYLE = `
 :root{--fg:#1a1a2e;--muted:#5b5b70;--line:#e3e3ea;--bg:#f6f6f9;--accent:#3a4fd8;--red:#b42318;
@@ -135,6 +156,8 @@ button:hover{border-color:#98a2b3}
 button.primary{background:var(--accent);border-color:var(--accent);color:#fff}
 button.danger{color:var(--red);border-color:#fda29b}
 details{display:inline-block}
+details.card{display:block}
+details.card summary{color:var(--accent)}
 details summary{cursor:pointer;color:var(--red);font-size:.88rem;padding:.3rem .2rem}
 details form{display:inline-block;margin-left:.4rem}
 .flash{padding:.75rem 1rem;border-radius:8px;margin:1rem 0;border:1px solid}
@@ -142,7 +165,7 @@ details form{display:inline-block;margin-left:.4rem}
 .flash.error{background:var(--redbg);border-color:#fecdca;color:var(--red)}
 .secret{display:block;margin-top:.45rem;font:600 .95rem ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:#fff;color:var(--fg);border:1px dashed #98a2b3;padding:.45rem .65rem;border-radius:6px;word-break:break-all;user-select:all}
 label.field{display:block;font-weight:600;margin:.9rem 0 .3rem}
-input[type=url],input[type=text],input[type=password]{width:100%;font:inherit;padding:.45rem .6rem;border:1px solid #d0d5dd;border-radius:6px;background:#fff}
+input[type=url],input[type=text],input[type=password],input[type=email]{width:100%;font:inherit;padding:.45rem .6rem;border:1px solid #d0d5dd;border-radius:6px;background:#fff}
 fieldset{border:0;padding:0;margin:.9rem 0 0}
 legend{font-weight:600;padding:0;margin-bottom:.3rem}
 .events{display:grid;grid-template-columns:repeat(auto-fill,minmax(12.5rem,1fr));gap:.15rem .8rem}
@@ -153,27 +176,69 @@ th,td{text-align:left;padding:.35rem .5rem;border-bottom:1px solid var(--line);v
 th{color:var(--muted);font-weight:600}
 td.excerpt{max-width:18rem;word-break:break-all}
 .empty{color:var(--muted);font-style:italic}
-.login{max-width:28rem;margin:4rem auto}
+.login{max-width:28rem;margin:3rem auto}
+header nav{display:flex;gap:.9rem;flex-wrap:wrap}
+header nav a,header a.brand{color:#fff;text-decoration:none}
+header nav a[aria-current=page]{text-decoration:underline;text-underline-offset:.3em}
+.modeform{margin:0}
+.modenote{font-size:.8rem;color:#c9c9e0}
+.skip{position:absolute;left:-999px}
+.skip:focus{left:.5rem;top:.5rem;background:#fff;padding:.3rem .6rem;z-index:1}
+a:focus-visible,button:focus-visible,input:focus-visible,select:focus-visible,summary:focus-visible{outline:3px solid #fdb022;outline-offset:2px}
+.secret-row{display:flex;gap:.4rem;align-items:center;margin-top:.45rem}
+.secret-row .secret{margin-top:0;flex:1}
+.scroll{overflow-x:auto}
+select{font:inherit;padding:.35rem .5rem;border:1px solid #d0d5dd;border-radius:6px;background:#fff}
+pre.json{background:#fff;border:1px solid var(--line);border-radius:8px;padding:.8rem;overflow:auto;max-height:28rem;font-size:.82rem}
+.stats{display:flex;gap:1.5rem;flex-wrap:wrap;margin:.6rem 0}
+.stats div{min-width:6rem}
+.stats strong{display:block;font-size:1.3rem}
+svg.chart{width:100%;height:auto;max-width:46rem}
+@media (max-width:40rem){main{padding:0 .8rem}header{padding:.6rem .8rem}header .who{margin-left:0}th,td{padding:.3rem}}
 `;
 
-function layout(title: string, body: SafeHtml, viewer?: Viewer): string {
+const NAV: Array<[string, string]> = [
+  ['Webhooks', SETTINGS],
+  ['Events', EVENTS],
+  ['API keys', KEYS],
+];
+
+/** The test/live switch: owners flip it; a key's session shows why it cannot. */
+function modeSwitch(viewer: Viewer): SafeHtml {
+  const mode = viewer.livemode ? 'live' : 'test';
+  const badge = html`<span class="mode ${mode}" id="mode" data-mode="${mode}">${viewer.livemode ? 'Live mode' : 'Test mode'}</span>`;
+  if (!viewer.owner) {
+    return html`${badge}<span class="modenote" title="Sign in with e-mail and password, or with a ${
+      viewer.livemode ? 'test' : 'live'
+    } secret key, to see the other mode">set by your key</span>`;
+  }
+  return html`${badge}<form method="post" action="${BASE}/mode" class="modeform">${csrfField(viewer)}
+<input type="hidden" name="livemode" value="${viewer.livemode ? 'false' : 'true'}"><input type="hidden" name="back" value="${viewer.path}">
+<button type="submit" id="switch-mode">Switch to ${viewer.livemode ? 'test' : 'live'} mode</button></form>`;
+}
+
+export function layout(title: string, body: SafeHtml, viewer?: Viewer): string {
   const header = viewer
-    ? html`<header><span class="brand">mcs</span><span class="crumb">Settings → API</span>
-<span class="mode ${viewer.livemode ? 'live' : 'test'}">${viewer.livemode ? 'Live mode' : 'Test mode'}</span>
+    ? html`<header><a class="brand" href="${SETTINGS}">mcs</a>
+<nav aria-label="Dashboard">${NAV.map(
+        ([label, href]) =>
+          html`<a href="${href}"${viewer.path === href || viewer.path.startsWith(`${href}/`) ? html` aria-current="page"` : ''}>${label}</a>`,
+      )}</nav>
+${modeSwitch(viewer)}
 <span class="who"><span>${viewer.email ?? viewer.accountId} · <span class="mono">${viewer.accountId}</span></span>
-<form method="post" action="${BASE}/logout">${csrfField(viewer)}<button type="submit">Sign out</button></form></span></header>`
+<form method="post" action="${BASE}/logout">${csrfField(viewer)}<button type="submit" id="sign-out">Sign out</button></form></span></header>`
     : html`<header><span class="brand">mcs</span><span class="crumb">Dashboard</span></header>`;
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="same-origin">
 <style>${STYLE}</style></head>
-<body>${header}<main>${body}</main></body></html>`;
+<body><a class="skip" href="#main">Skip to content</a>${header}<main id="main">${body}</main><script>${COPY_SCRIPT}</script></body></html>`;
 }
 
-const csrfField = (viewer: Viewer) => html`<input type="hidden" name="csrf" value="${viewer.csrf}">`;
+export const csrfField = (viewer: Viewer) => html`<input type="hidden" name="csrf" value="${viewer.csrf}">`;
 
-function postButton(viewer: Viewer, action: string, label: string, cls = ''): SafeHtml {
+export function postButton(viewer: Viewer, action: string, label: string, cls = ''): SafeHtml {
   return html`<form method="post" action="${action}">${csrfField(viewer)}<button type="submit"${
     cls ? html` class="${cls}"` : ''
   }>${label}</button></form>`;
@@ -185,16 +250,23 @@ export function time(d: Date | null): SafeHtml {
   return html`<time datetime="${iso}">${iso.slice(0, 19).replace('T', ' ')} UTC</time>`;
 }
 
-function flashBox(flash: Flash | undefined): SafeHtml {
+export function flashBox(flash: Flash | undefined): SafeHtml {
   if (!flash) return html``;
   const secret = flash.secret
     ? html`<br>Signing secret of <span class="mono">${flash.secret.endpoint}</span> — copy it now, it is
-shown only this once:<code class="secret" data-endpoint="${flash.secret.endpoint}">${flash.secret.value}</code>`
+shown only this once:${secretBox('new-secret', flash.secret.value, html`data-endpoint="${flash.secret.endpoint}"`)}`
     : '';
-  return html`<div class="flash ${flash.kind}" role="${flash.kind === 'error' ? 'alert' : 'status'}">${flash.text}${secret}</div>`;
+  const key = flash.key
+    ? html`<br>Copy the key now: it is shown only this once and stored only as a hash.${secretBox(
+        'new-key',
+        flash.key.value,
+        html`data-key="${flash.key.id}"`,
+      )}`
+    : '';
+  return html`<div class="flash ${flash.kind}" role="${flash.kind === 'error' ? 'alert' : 'status'}">${flash.text}${secret}${key}</div>`;
 }
 
-const STATUS_LABEL: Record<EndpointStatus, string> = {
+export const STATUS_LABEL: Record<EndpointStatus, string> = {
   enabled: 'Enabled',
   unhealthy: 'Unhealthy',
   disabled: 'Disabled',
@@ -243,6 +315,7 @@ ${healthNote(ep)}
 ${canEnable ? postButton(viewer, `${path}/enable`, 'Re-enable', 'primary') : ''}
 ${ep.status !== 'disabled' ? postButton(viewer, `${path}/disable`, 'Disable') : ''}
 ${postButton(viewer, `${path}/rotate_secret`, 'Rotate secret')}
+<a href="${path}">Details, chart and test event</a>
 <a href="${path}/deliveries">Deliveries</a>
 <details><summary>Delete…</summary>${postButton(viewer, `${path}/delete`, 'Delete this endpoint', 'danger')}</details>
 </div></article>`;
@@ -289,8 +362,11 @@ export function settingsPage(opts: {
       ? html`<p class="empty">No webhook endpoints yet.</p>`
       : endpoints.map((ep) => endpointCard(viewer, ep));
   const body = html`<h1>Settings → API</h1>
-<p class="lead">${viewer.livemode ? 'Live' : 'Test'}-mode settings of this account. Sign in with a
-${viewer.livemode ? 'test' : 'live'} secret key to see the other mode.</p>
+<p class="lead">${viewer.livemode ? 'Live' : 'Test'}-mode webhook endpoints of this account.${
+    viewer.owner
+      ? ' The switch at the top shows the other mode.'
+      : html` Sign in with a ${viewer.livemode ? 'test' : 'live'} secret key, or with your e-mail and password, to see the other mode.`
+  }</p>
 ${flashBox(opts.flash)}
 <h2>Webhook endpoints</h2>
 <p class="meta">Each event is sent as a signed HTTPS POST (<code>X-Service-Signature</code>) to every endpoint
@@ -302,9 +378,9 @@ ${newEndpointForm(viewer, opts.eventTypes, opts.flash?.kind === 'error' ? opts.f
   return layout('Settings → API · mcs', body, viewer);
 }
 
-function attemptsTable(attempts: AttemptView[]): SafeHtml {
+export function attemptsTable(attempts: AttemptView[]): SafeHtml {
   if (attempts.length === 0) return html`<p class="meta">No attempts.</p>`;
-  return html`<table><thead><tr><th>#</th><th>Time</th><th>Result</th><th>Latency</th><th>Response</th></tr></thead>
+  return html`<div class="scroll"><table><thead><tr><th>#</th><th>Time</th><th>Result</th><th>Latency</th><th>Response</th></tr></thead>
 <tbody>${attempts.map(
     (a) =>
       html`<tr class="attempt"><td>${a.number}</td><td>${time(a.at)}</td><td>${
@@ -312,7 +388,18 @@ function attemptsTable(attempts: AttemptView[]): SafeHtml {
           ? html`<span class="badge failed">${a.error}</span>`
           : html`<span class="badge succeeded">HTTP ${a.statusCode ?? ''}</span>`
       }</td><td>${a.latencyMs} ms</td><td class="excerpt mono">${a.responseExcerpt ?? ''}</td></tr>`,
-  )}</tbody></table>`;
+  )}</tbody></table></div>`;
+}
+
+/** One delivery with its attempts; `resend` is the POST that sends it again. */
+export function deliveryCard(viewer: Viewer, d: DeliveryView, title: SafeHtml, resend: string): SafeHtml {
+  return html`<article class="card delivery ${d.status}" id="${d.id}" data-status="${d.status}">
+<div class="row">${title}<span class="badge ${d.status}">${d.status}</span></div>
+<p class="meta"><span class="mono">${d.id}</span> · created ${time(d.createdAt)} · ${d.attemptCount}
+attempt${d.attemptCount === 1 ? '' : 's'}${d.nextAttemptAt ? html` · next attempt ${time(d.nextAttemptAt)}` : ''}</p>
+${attemptsTable(d.attempts)}
+${d.status !== 'pending' ? html`<div class="actions">${postButton(viewer, resend, 'Resend now')}</div>` : ''}
+</article>`;
 }
 
 export function deliveriesPage(opts: {
@@ -328,15 +415,13 @@ export function deliveriesPage(opts: {
   const items =
     opts.deliveries.length === 0
       ? html`<p class="empty">No deliveries yet.</p>`
-      : opts.deliveries.map(
-          (d) => html`<article class="card delivery ${d.status}" id="${d.id}" data-status="${d.status}">
-<div class="row"><span class="chip">${d.eventType ?? 'event'}</span><span class="mono">${d.event}</span>
-<span class="badge ${d.status}">${d.status}</span></div>
-<p class="meta"><span class="mono">${d.id}</span> · created ${time(d.createdAt)} · ${d.attemptCount}
-attempt${d.attemptCount === 1 ? '' : 's'}${d.nextAttemptAt ? html` · next attempt ${time(d.nextAttemptAt)}` : ''}</p>
-${attemptsTable(d.attempts)}
-${d.status !== 'pending' ? html`<div class="actions">${postButton(viewer, `${path}/deliveries/${encodeURIComponent(d.id)}/retry`, 'Resend now')}</div>` : ''}
-</article>`,
+      : opts.deliveries.map((d) =>
+          deliveryCard(
+            viewer,
+            d,
+            html`<span class="chip">${d.eventType ?? 'event'}</span><a class="mono" href="${eventPath(d.event)}">${d.event}</a>`,
+            `${path}/deliveries/${encodeURIComponent(d.id)}/retry`,
+          ),
         );
   const body = html`<p><a href="${SETTINGS}">← Settings → API</a></p>
 <h1>Deliveries</h1>
@@ -348,17 +433,29 @@ ${opts.older ? html`<p><a href="${opts.older}">Older deliveries →</a></p>` : '
   return layout('Deliveries · mcs', body, viewer);
 }
 
-export function loginPage(opts: { error?: string; notice?: string } = {}): string {
+export function loginPage(
+  opts: { error?: string; notice?: string; email?: string; status?: number } = {},
+): string {
   const body = html`<div class="login"><h1>Sign in</h1>
-<p class="lead">Sign in to Settings → API with one of your account's secret API keys
-(<code>sk_test_…</code> for test mode, <code>sk_live_…</code> for live mode).</p>
+<p class="lead">Settings → API of your account: webhooks, events and API keys.</p>
 ${opts.notice ? html`<div class="flash ok" role="status">${opts.notice}</div>` : ''}
 ${opts.error ? html`<div class="flash error" role="alert">${opts.error}</div>` : ''}
-<form class="card" method="post" action="${BASE}/login">
+<form class="card" method="post" action="${BASE}/login" id="password-login">
+<label class="field" for="email">E-mail address</label>
+<input type="email" id="email" name="email" required autocomplete="username" value="${opts.email ?? ''}">
+<label class="field" for="password">Password</label>
+<input type="password" id="password" name="password" required autocomplete="current-password">
+<div class="submit"><button type="submit" class="primary">Sign in</button></div>
+<p class="meta">Set the owner's password with <code>pnpm mcs accounts create --email … --password</code>.</p>
+</form>
+<details class="card" id="key-login-box"${opts.error && !opts.email ? ' open' : ''}><summary>Sign in with a secret API key instead</summary>
+<form method="post" action="${BASE}/login" id="key-login">
+<p class="meta">For automation and scripts: a secret key (<code>sk_test_…</code> for test mode,
+<code>sk_live_…</code> for live mode) signs in to its own mode.</p>
 <label class="field" for="key">Secret API key</label>
 <input type="password" id="key" name="key" required autocomplete="off" spellcheck="false" placeholder="sk_test_…">
-<div class="submit"><button type="submit" class="primary">Sign in</button></div>
-</form></div>`;
+<div class="submit"><button type="submit" class="primary">Sign in with key</button></div>
+</form></details></div>`;
   return layout('Sign in · mcs', body);
 }
 

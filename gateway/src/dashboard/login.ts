@@ -1,0 +1,177 @@
+// Signing in and out, and the test/live switch. Owners sign in with e-mail and password (checked
+// by the accounts service, which also throttles each account); anyone with a secret API key can
+// sign in with it, for automation, to that key's mode. Failed sign-ins are also throttled per
+// client address here, so one address cannot try many accounts.
+import type { IncomingMessage } from 'node:http';
+import { renderConnectError } from '@mcs/errors';
+import type { Authenticator } from '../auth.ts';
+import { type Kit, localPath, type RouteDef, readForm, redirect, send } from './context.ts';
+import { cookie, FLASH_COOKIE, readCookies, SESSION_COOKIE } from './cookies.ts';
+import { checkCsrf } from './csrf.ts';
+import { SESSION_LIFETIME_MS } from './sessions.ts';
+import { BASE, loginPage, SETTINGS } from './views.ts';
+
+/** Failed sign-ins one address may make per window before it must wait for the window's end. */
+export const ADDRESS_FAILURES = 20;
+const WINDOW_MS = 15 * 60_000;
+
+/** Failed sign-ins per client address, in fixed windows (per gateway replica). */
+export function createAddressThrottle(now: () => number = Date.now) {
+  const failures = new Map<string, { count: number; until: number }>();
+  return {
+    /** Seconds to wait before this address may try again, or 0. */
+    wait(address: string): number {
+      const f = failures.get(address);
+      if (!f || f.until <= now()) return 0;
+      return f.count >= ADDRESS_FAILURES ? Math.ceil((f.until - now()) / 1000) : 0;
+    },
+    fail(address: string): void {
+      if (failures.size > 100_000) failures.clear();
+      const f = failures.get(address);
+      if (!f || f.until <= now()) failures.set(address, { count: 1, until: now() + WINDOW_MS });
+      else f.count++;
+    },
+  };
+}
+
+const addressOf = (req: IncomingMessage) => req.socket.remoteAddress ?? 'unknown';
+
+export function loginRoutes(kit: Kit): RouteDef[] {
+  const { deps } = kit;
+  const throttle = createAddressThrottle();
+  const publishable =
+    'Publishable keys (pk_…) are read-only and cannot sign in. Use a secret key (sk_test_… or sk_live_…).';
+
+  const loginForm: RouteDef['handler'] = async (req, res, _params, url) => {
+    if (await kit.signedIn(req, res)) return redirect(res, SETTINGS);
+    const notice = url.searchParams.has('signed_out') ? 'You have signed out.' : undefined;
+    send(res, 200, loginPage(notice ? { notice } : {}));
+  };
+
+  /** Starts a new session (no fixation: a previous one of this browser ends). */
+  async function startSession(
+    req: IncomingMessage,
+    res: Parameters<RouteDef['handler']>[1],
+    who: { accountId: string; livemode: boolean; keyId: string | null },
+  ) {
+    const previous = readCookies(req).get(SESSION_COOKIE);
+    if (previous) await deps.sessions.delete(previous);
+    const { token } = await deps.sessions.create(who);
+    if (who.keyId) kit.rememberKey(who.keyId);
+    deps.log.info(
+      { accountId: who.accountId, livemode: who.livemode, with: who.keyId ? 'key' : 'password' },
+      'dashboard sign-in',
+    );
+    redirect(res, SETTINGS, [
+      cookie(req, SESSION_COOKIE, token, SESSION_LIFETIME_MS / 1000),
+      cookie(req, FLASH_COOKIE, '', 0),
+    ]);
+  }
+
+  const login: RouteDef['handler'] = async (req, res) => {
+    const form = await readForm(req);
+    const address = addressOf(req);
+    const requestId = String(res.getHeader('request-id') ?? '');
+    const email = (form.get('email') ?? '').trim();
+    const refuse = (status: number, error: string, failed = true) => {
+      if (failed) throttle.fail(address);
+      send(res, status, loginPage({ error, ...(form.has('key') ? {} : { email }) }));
+    };
+    const wait = throttle.wait(address);
+    if (wait > 0) {
+      return send(
+        res,
+        429,
+        loginPage({
+          error: `Too many failed sign-ins from your network address. Try again in ${wait} seconds.`,
+        }),
+        { 'retry-after': String(wait) },
+      );
+    }
+
+    if (form.has('key')) {
+      const key = (form.get('key') ?? '').trim();
+      if (!key) return refuse(400, 'Enter a secret API key.', false);
+      if (key.startsWith('pk_')) return refuse(403, publishable);
+      if (!key.startsWith('sk_')) {
+        return refuse(401, 'That is not a secret API key: secret keys start with sk_test_ or sk_live_.');
+      }
+      let principal: Awaited<ReturnType<Authenticator['authenticate']>>;
+      try {
+        principal = await deps.auth.authenticate(`Bearer ${key}`);
+      } catch (err) {
+        const rendered = renderConnectError(err, deps.docsUrl);
+        if (rendered.body.error.type === 'authentication_error') {
+          return refuse(401, 'This key is not valid: it is unknown, mistyped or revoked.');
+        }
+        return refuse(503, kit.explain(err, requestId, 'The key could not be checked right now'), false);
+      }
+      if (!principal.secret) return refuse(403, publishable);
+      return startSession(req, res, {
+        accountId: principal.accountId,
+        livemode: principal.livemode,
+        keyId: principal.keyId,
+      });
+    }
+
+    const password = form.get('password') ?? '';
+    if (!email || !password) return refuse(400, 'Enter your e-mail address and your password.', false);
+    try {
+      const who = await deps.accounts.authenticateOwner({ email, password }, { timeoutMs: 15_000 });
+      // Owners start in test mode; the switch in the header changes it.
+      return startSession(req, res, { accountId: who.accountId, livemode: false, keyId: null });
+    } catch (err) {
+      const rendered = renderConnectError(err, deps.docsUrl);
+      const { code, message } = rendered.body.error;
+      if (code === 'owner_credentials_invalid') {
+        return refuse(401, 'The e-mail address or the password is not right.');
+      }
+      if (code === 'login_throttled') {
+        const seconds = /(\d+) seconds/.exec(message)?.[1];
+        return send(
+          res,
+          429,
+          loginPage({ error: message, email }),
+          seconds ? { 'retry-after': seconds } : {},
+        );
+      }
+      return refuse(503, kit.explain(err, requestId, 'You could not be signed in right now'), false);
+    }
+  };
+
+  const logout: RouteDef['handler'] = async (req, res) => {
+    const form = await readForm(req);
+    const token = readCookies(req).get(SESSION_COOKIE);
+    if (token && (await deps.sessions.find(token))) {
+      if (!checkCsrf(token, form.get('csrf'))) return kit.forbidden(res);
+      await deps.sessions.delete(token);
+    }
+    redirect(res, `${BASE}/login?signed_out=1`, [
+      cookie(req, SESSION_COOKIE, '', 0),
+      cookie(req, FLASH_COOKIE, '', 0),
+    ]);
+  };
+
+  const mode = kit.action(async (s, form) => {
+    const live = form.get('livemode') === 'true';
+    const to = localPath(form.get('back'), SETTINGS);
+    if (s.session.keyId !== null) {
+      return {
+        flash: {
+          kind: 'error',
+          text: `This session was signed in with a ${s.session.livemode ? 'live' : 'test'} key and stays in its mode. Sign in with your e-mail and password, or with a ${live ? 'live' : 'test'} secret key.`,
+        },
+        to,
+      };
+    }
+    await deps.sessions.setMode(s.token, live);
+    return { flash: { kind: 'ok', text: `You are in ${live ? 'live' : 'test'} mode.` }, to };
+  }, 'The mode was not switched');
+
+  return [
+    { method: 'GET', pattern: ['login'], handler: loginForm },
+    { method: 'POST', pattern: ['login'], handler: login },
+    { method: 'POST', pattern: ['logout'], handler: logout },
+    { method: 'POST', pattern: ['mode'], handler: mode },
+  ];
+}
