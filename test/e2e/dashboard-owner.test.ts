@@ -196,7 +196,8 @@ describe('the owner dashboard in a browser', () => {
     const value = (await page.locator('#new-key').textContent())!;
     expect(value).toMatch(/^sk_test_[0-9A-Za-z]{40}$/);
     await page.click('button[data-copy="new-key"]');
-    await expect(page.locator('button[data-copy="new-key"]').textContent()).resolves.toBe('Copied');
+    // The clipboard answers asynchronously: wait for the button to say so.
+    await page.locator('button[data-copy="new-key"]', { hasText: 'Copied' }).waitFor({ timeout: 10_000 });
     expect(await page.evaluate('navigator.clipboard.readText()')).toBe(value);
     await page.screenshot({ path: shot('key-created'), fullPage: true });
     expect((await stack.api(value, 'GET', '/v1/webhooks')).status).toBe(200);
