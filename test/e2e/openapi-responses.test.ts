@@ -80,7 +80,10 @@ interface Res {
 /** Checks one answer against the document; collects failures so one run lists them all. */
 function check(method: string, path: string, res: Res): void {
   const where = `${method} ${path} → ${res.status}`;
-  const found = operationOf(method, path);
+  // A 405 answers a method the path lacks: it is declared on the path's operations.
+  const found =
+    operationOf(method, path) ??
+    (res.status === 405 ? (operationOf('GET', path) ?? operationOf('POST', path)) : undefined);
   if (!found) {
     failures.push(`${where}: no operation in the document`);
     return;
@@ -96,9 +99,15 @@ function check(method: string, path: string, res: Res): void {
   if (!/^req_/.test(res.headers.get('request-id') ?? '')) failures.push(`${where}: no Request-Id`);
   if (status === '429' && !/^\d+$/.test(res.headers.get('retry-after') ?? ''))
     failures.push(`${where}: 429 without Retry-After`);
+  const opMethod =
+    found.op === operationOf(method, path)?.op
+      ? method.toLowerCase()
+      : res.status === 405 && operationOf('GET', path)
+        ? 'get'
+        : 'post';
   const pointer = declared.$ref
     ? `${(declared.$ref as string).slice(1)}/content/application~1json/schema`
-    : `/paths/${esc(template)}/${method.toLowerCase()}/responses/${status}/content/application~1json/schema`;
+    : `/paths/${esc(template)}/${opMethod}/responses/${status}/content/application~1json/schema`;
   const v = validator(pointer);
   if (!v(res.json)) {
     failures.push(`${where}: ${ajv.errorsText(v.errors)}\n  body: ${res.text.slice(0, 600)}`);
@@ -376,25 +385,55 @@ describe('every answer and every webhook payload validates against /v1/openapi.j
     abort.abort();
     await reader.cancel().catch(() => {});
 
-    // Operations added beyond these (recover, resend, …): called with what their request
-    // example and the ids at hand give; each must answer 2xx like any other.
-    const ids: Record<string, string> = {
-      webhooks: hookAll.id,
-      events: events.data[0].id,
+    // Operations added beyond these (recover, resend, …): called with their request example, its
+    // ids swapped for real ones of the same kind, and path parameters filled with ids at hand or
+    // made by an earlier call (writes first, then reads); each must answer 2xx like any other.
+    const byPrefix: Record<string, string> = {
+      we: hookAll.id,
+      evt: events.data[0].id,
+      prod: tea.json.id,
+      ord: o1.id,
+      pay: p1.id,
+      conv: conv.id,
+      msg: sent.id,
+      dlv: failingDeliveries.data[0].id,
     };
-    for (const [template, opsOf] of Object.entries(doc.paths as Record<string, Json>)) {
-      for (const method of Object.keys(opsOf)) {
-        const key = `${method.toUpperCase()} ${template}`;
-        if (covered.has(key)) continue;
-        const collection = template.split('/')[2] ?? '';
-        const path = template.replace(/\{[^}]+\}/g, () => ids[collection] ?? 'missing');
-        const example = opsOf[method].requestBody?.content['application/json'].example;
-        await call(
-          keys.secret_key,
-          method.toUpperCase(),
-          path,
-          method === 'get' ? undefined : (example ?? {}),
-        );
+    const byName: Record<string, string> = { webhooks: hookAll.id, events: events.data[0].id };
+    const realIds = (v: unknown): unknown =>
+      typeof v === 'string'
+        ? v.replace(/^([a-z]+)_01jdq7kx3m5w8n2c4v6b9t0r1s$/, (m, prefix: string) => byPrefix[prefix] ?? m)
+        : Array.isArray(v)
+          ? v.map(realIds)
+          : v && typeof v === 'object'
+            ? Object.fromEntries(Object.entries(v).map(([k, x]) => [k, realIds(x)]))
+            : v;
+    const rest = Object.entries(doc.paths as Record<string, Json>)
+      .flatMap(([template, opsOf]) =>
+        Object.keys(opsOf).map((method) => ({ template, method, op: opsOf[method] })),
+      )
+      .filter(({ template, method }) => !covered.has(`${method.toUpperCase()} ${template}`))
+      .sort((x, y) => Number(x.method === 'get') - Number(y.method === 'get'));
+    for (const { template, method, op } of rest) {
+      const parts = template.split('/');
+      const path = parts
+        .map((seg, i) => {
+          if (!seg.startsWith('{')) return seg;
+          const name = seg.slice(1, -1);
+          return byName[name] ?? byName[parts[i - 1] ?? ''] ?? 'missing';
+        })
+        .join('/');
+      const example = (Object.values(op.requestBody?.content ?? {})[0] as Json | undefined)?.example;
+      const res = await call(
+        keys.secret_key,
+        method.toUpperCase(),
+        path,
+        method === 'get' ? undefined : realIds(example ?? {}),
+      );
+      // What a write made names the path parameters of later reads (`{recovery}`, `event_resends/{id}`).
+      if (res.status === 200 && typeof res.json?.id === 'string') {
+        if (typeof res.json.object === 'string') byName[res.json.object] = res.json.id;
+        const collection = parts.filter((seg) => seg && !seg.startsWith('{')).at(-1);
+        if (collection) byName[collection] = res.json.id;
       }
     }
 
@@ -405,6 +444,23 @@ describe('every answer and every webhook payload validates against /v1/openapi.j
     await call(keys.secret_key, 'GET', '/v1/orders/ord_00000000000000000000000000');
     await call(keys.secret_key, 'POST', '/v1/products', { name: 'Other', price: 1, currency: 'EUR' }, idem);
     await call(keys.live_secret_key, 'POST', `/v1/test_helpers/payments/${p1.id}/complete`, {});
+    await call(keys.publishable_key, 'GET', '/v1/orders');
+    await call(keys.secret_key, 'PUT', '/v1/orders');
+    const form = await fetch(`${stack.baseUrl}/v1/products`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${keys.secret_key}`,
+        'content-type': 'application/x-www-form-urlencoded',
+      },
+      body: 'name=Tea&price=450&currency=EUR',
+    });
+    const formText = await form.text();
+    check('POST', '/v1/products', {
+      status: form.status,
+      headers: form.headers,
+      text: formText,
+      json: JSON.parse(formText),
+    });
     const slow: AccountKeys = JSON.parse(
       await stack.cli(['accounts', 'create', '--email', 'slow@example.com', '--rate-limit', '1']),
     );
@@ -412,7 +468,7 @@ describe('every answer and every webhook payload validates against /v1/openapi.j
       Array.from({ length: 6 }, () => call(slow.secret_key, 'GET', '/v1/products')),
     );
     expect(burst.some((r) => r.status === 429)).toBe(true);
-    for (const s of ['400', '401', '403', '404', '422', '429']) expect(statusesSeen).toContain(s);
+    for (const s of ['400', '401', '403', '404', '415', '422', '429']) expect(statusesSeen).toContain(s);
 
     // Operational events, when the API has them: the failing endpoint went unhealthy, was
     // enabled and disabled.
