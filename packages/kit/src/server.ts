@@ -10,6 +10,7 @@ import type { DescService } from '@bufbuild/protobuf';
 import type { ConnectRouter, Interceptor } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { grpcHealth } from '@mcs/proto';
+import { parseDuration } from './config.ts';
 import { addHealthService, type HealthOptions, type HealthState } from './health.ts';
 import type { Logger } from './log.ts';
 import { initMetrics, rpcMetrics, serveMetrics } from './metrics.ts';
@@ -192,7 +193,11 @@ export async function runProcess(log: Logger, start: () => Promise<() => Promise
     if (stopping) process.exit(1);
     stopping = true;
     log.info({ signal }, 'stopping');
-    const force = setTimeout(() => process.exit(1), 15_000);
+    // Draining may take as long as a delivery attempt (WEBHOOK_TIMEOUT) and recording it.
+    const force = setTimeout(() => {
+      log.error('did not stop in time; exiting');
+      process.exit(1);
+    }, stopGraceMs());
     force.unref();
     stop().then(
       () => process.exit(0),
@@ -204,6 +209,15 @@ export async function runProcess(log: Logger, start: () => Promise<() => Promise
   };
   process.on('SIGTERM', () => onSignal('SIGTERM'));
   process.on('SIGINT', () => onSignal('SIGINT'));
+}
+
+/** How long a stopping process may drain: WEBHOOK_TIMEOUT + 5 s, at least 15 s. */
+function stopGraceMs(): number {
+  try {
+    return Math.max(15_000, parseDuration(process.env.WEBHOOK_TIMEOUT ?? '10s') + 5_000);
+  } catch {
+    return 15_000;
+  }
 }
 
 /** Logs every failure that is not a deliberate ConnectError; Connect masks those as internal. */

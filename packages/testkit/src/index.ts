@@ -22,6 +22,7 @@ export { apiErrorOf, freshDatabase, grpcClient, type MigratedDatabase } from './
 export { parseMail, type ReceivedMail, type SmtpServer, startSmtpServer } from './smtp.ts';
 export {
   type AccountKeys,
+  type Exit,
   PARTS,
   type Part,
   REPO_ROOT,

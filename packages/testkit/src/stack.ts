@@ -34,8 +34,11 @@ export interface Stack {
   nats: TestNats;
   /** Output of each part (all its replicas), for diagnosing a failing test. */
   logs: Record<Part, string[]>;
-  /** Sends a signal to a part (e.g. SIGKILL) and waits for it to exit. `replica` defaults to 0. */
-  kill(part: Part, signal?: NodeJS.Signals, replica?: number): Promise<void>;
+  /**
+   * Sends a signal to a part (e.g. SIGKILL) and waits for it to exit; resolves how it exited
+   * (undefined if it was not running). `replica` defaults to 0.
+   */
+  kill(part: Part, signal?: NodeJS.Signals, replica?: number): Promise<Exit | undefined>;
   /** Sends a signal without waiting (SIGSTOP/SIGCONT to freeze and thaw a part). */
   signal(part: Part, signal: NodeJS.Signals, replica?: number): void;
   /** Starts a part again after kill(). */
@@ -59,6 +62,12 @@ export interface Stack {
   /** `mcs accounts create` → the parsed JSON it prints. */
   createAccount(email?: string): Promise<AccountKeys>;
   stop(): Promise<void>;
+}
+
+/** How a process ended: its exit code, or the signal that ended it. */
+export interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
 }
 
 export interface ApiResponse {
@@ -203,12 +212,16 @@ export async function startStack(
     }
   }
 
-  async function kill(part: Part, signal: NodeJS.Signals = 'SIGTERM', replica = 0): Promise<void> {
+  async function kill(
+    part: Part,
+    signal: NodeJS.Signals = 'SIGTERM',
+    replica = 0,
+  ): Promise<Exit | undefined> {
     const child = procs.get(id(part, replica));
-    if (!child || child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise<void>((r) => child.once('exit', () => r()));
+    if (!child || child.exitCode !== null || child.signalCode !== null) return undefined;
+    const exited = new Promise<Exit>((r) => child.once('exit', (code, sig) => r({ code, signal: sig })));
     child.kill(signal);
-    await exited;
+    return exited;
   }
 
   async function cli(args: string[]): Promise<string> {
