@@ -11,16 +11,15 @@ import { enumValueName } from '@mcs/rest';
 import { fingerprint } from '../idempotency.ts';
 import { callOptions, ID, type Kit, type RouteDef, type SignedIn, send } from './context.ts';
 import { endpointPage, type StatsView } from './endpoint-page.ts';
+import { deliveriesPage, settingsPage } from './endpoints-view.ts';
 import {
   type DeliveryStatus,
   type DeliveryView,
-  deliveriesPage,
   type EndpointStatus,
   type EndpointView,
   endpointPath,
   messagePage,
   SETTINGS,
-  settingsPage,
   type Viewer,
 } from './views.ts';
 

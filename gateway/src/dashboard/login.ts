@@ -9,7 +9,7 @@ import { type Kit, localPath, type RouteDef, readForm, redirect, send } from './
 import { cookie, FLASH_COOKIE, readCookies, SESSION_COOKIE } from './cookies.ts';
 import { checkCsrf } from './csrf.ts';
 import { SESSION_LIFETIME_MS } from './sessions.ts';
-import { BASE, loginPage, SETTINGS } from './views.ts';
+import { BASE, html, layout, SETTINGS } from './views.ts';
 
 /** Failed sign-ins one address may make per window before it must wait for the window's end. */
 export const ADDRESS_FAILURES = 20;
@@ -174,4 +174,30 @@ export function loginRoutes(kit: Kit): RouteDef[] {
     { method: 'POST', pattern: ['logout'], handler: logout },
     { method: 'POST', pattern: ['mode'], handler: mode },
   ];
+}
+
+export function loginPage(
+  opts: { error?: string; notice?: string; email?: string; status?: number } = {},
+): string {
+  const body = html`<div class="login"><h1>Sign in</h1>
+<p class="lead">Settings → API of your account: webhooks, events and API keys.</p>
+${opts.notice ? html`<div class="flash ok" role="status">${opts.notice}</div>` : ''}
+${opts.error ? html`<div class="flash error" role="alert">${opts.error}</div>` : ''}
+<form class="card" method="post" action="${BASE}/login" id="password-login">
+<label class="field" for="email">E-mail address</label>
+<input type="email" id="email" name="email" required autocomplete="username" value="${opts.email ?? ''}">
+<label class="field" for="password">Password</label>
+<input type="password" id="password" name="password" required autocomplete="current-password">
+<div class="submit"><button type="submit" class="primary">Sign in</button></div>
+<p class="meta">Set the owner's password with <code>pnpm mcs accounts create --email … --password</code>.</p>
+</form>
+<details class="card" id="key-login-box"${opts.error && !opts.email ? ' open' : ''}><summary>Sign in with a secret API key instead</summary>
+<form method="post" action="${BASE}/login" id="key-login">
+<p class="meta">For automation and scripts: a secret key (<code>sk_test_…</code> for test mode,
+<code>sk_live_…</code> for live mode) signs in to its own mode.</p>
+<label class="field" for="key">Secret API key</label>
+<input type="password" id="key" name="key" required autocomplete="off" spellcheck="false" placeholder="sk_test_…">
+<div class="submit"><button type="submit" class="primary">Sign in with key</button></div>
+</form></details></div>`;
+  return layout('Sign in · mcs', body);
 }

@@ -95,18 +95,17 @@ export async function authenticateOwner(
       .where(eq(accounts.id, row.id));
     return { accountId: row.id };
   }
-  // Counted in one statement, so concurrent guesses cannot each see the old count.
-  const [after] = await tx
+  // Counted and blocked in one statement, so concurrent guesses cannot each see the old count.
+  const failures = sql`${accounts.failedLogins} + 1`;
+  const blockMs = sql`least(${MAX_BLOCK_MS}, ${FIRST_BLOCK_MS} * power(2, least(${failures} - ${FREE_FAILURES}, 20)))`;
+  await tx
     .update(accounts)
-    .set({ failedLogins: sql`${accounts.failedLogins} + 1` })
-    .where(eq(accounts.id, row.id))
-    .returning({ failedLogins: accounts.failedLogins });
-  const block = blockAfter(after?.failedLogins ?? 0);
-  if (block > 0) {
-    await tx
-      .update(accounts)
-      .set({ loginBlockedUntil: new Date(now.getTime() + block) })
-      .where(eq(accounts.id, row.id));
-  }
+    .set({
+      failedLogins: failures,
+      loginBlockedUntil: sql`case when ${failures} >= ${FREE_FAILURES}
+        then ${now}::timestamptz + ${blockMs} * interval '1 millisecond'
+        else ${accounts.loginBlockedUntil} end`,
+    })
+    .where(eq(accounts.id, row.id));
   throw apiError('owner_credentials_invalid');
 }
