@@ -299,6 +299,30 @@ export const fieldMeta: Record<string, FieldMeta> = {
   'Event.data': { description: 'The resource concerned, exactly as the REST API renders it.' },
   'Event.livemode': livemode,
   'ListEventsRequest.type': { description: 'Only events of this type.' },
+  'WebhookSettings.retry_schedule': {
+    description:
+      'The delays of the retries after a failed first attempt, in force for this account and mode. A delivery makes at most 1 + this many attempts; the failure of the last turns the endpoint unhealthy.',
+    example: ['30s', '5m', '30m', '2h', '24h'],
+  },
+  'WebhookSettings.custom': {
+    description: "true: the account's own schedule (test mode only); false: the service's.",
+    example: false,
+  },
+  'WebhookSettings.default_retry_schedule': {
+    description:
+      "The service's schedule (WEBHOOK_RETRY_SCHEDULE): what live mode uses, and what reset returns to.",
+    example: ['30s', '5m', '30m', '2h', '24h'],
+  },
+  'WebhookSettings.livemode': livemode,
+  'UpdateWebhookSettingsRequest.retry_schedule': {
+    description: '1 to 5 delays, each from 1s to 24h (a number and one of ms, s, m, h). Test mode only.',
+    minItems: 1,
+    maxItems: 5,
+    example: ['5s', '30s'],
+  },
+  'UpdateWebhookSettingsRequest.reset': {
+    description: "true: back to the service's schedule (instead of retry_schedule).",
+  },
 };
 
 export interface OperationMeta {
@@ -429,6 +453,17 @@ export const operationMeta: Record<string, OperationMeta> = {
     description: 'The account’s events, newest first, exactly as deliveries carry them.',
   },
   GetEvent: { summary: 'Retrieve an event' },
+  GetWebhookSettings: {
+    summary: 'Retrieve the webhook settings',
+    description: "The retry schedule in force for the key's account and mode.",
+  },
+  UpdateWebhookSettings: {
+    summary: 'Update the webhook settings',
+    description:
+      "Test mode only: a shorter retry schedule of the account's own for development (retry_schedule), or back to the service's (reset: true). It applies from the next failure of each delivery.",
+    // Resetting leaves an account's schedule as it was; a new one is shown on the field.
+    requestExample: { reset: true },
+  },
 };
 
 /**
@@ -471,6 +506,10 @@ export const tagMeta: Record<string, { name: string; description: string }> = {
     description: 'URLs that receive signed events, their health, deliveries and attempts.',
   },
   EventService: { name: 'Events', description: 'The account’s event log: every event, as delivered.' },
+  WebhookSettingsService: {
+    name: 'Webhook endpoints',
+    description: 'URLs that receive signed events, their health, deliveries and attempts.',
+  },
   PaymentTestHelperService: {
     name: 'Test helpers',
     description: 'Simulations of the outside world (payment provider, customers). Test-mode keys only.',

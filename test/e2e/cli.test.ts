@@ -199,6 +199,96 @@ describe('mcs webhooks', () => {
   });
 });
 
+describe('test mode: a shorter retry schedule, and a failed delivery resent at once', () => {
+  it("retries on the account's schedule, turns unhealthy after its last retry, and resends from the CLI", async () => {
+    const shown = jsonOf(await runCli(['webhooks', 'retry-schedule', '--json'], withKey()));
+    expect(shown).toEqual({
+      object: 'webhook_settings',
+      retry_schedule: ['30s', '5m', '30m', '2h', '24h'],
+      custom: false,
+      default_retry_schedule: ['30s', '5m', '30m', '2h', '24h'],
+      livemode: false,
+    });
+    const set = jsonOf(await runCli(['webhooks', 'retry-schedule', '1s,2s', '--json'], withKey()));
+    expect(set).toMatchObject({ retry_schedule: ['1s', '2s'], custom: true });
+    const human = await runCli(['webhooks', 'retry-schedule'], withKey());
+    expect(human.stdout).toMatch(/^retry schedule +1s, 2s\nwhose +the account's \(test mode\)\n/);
+
+    // Live mode keeps the service's schedule.
+    const live = await runCli(
+      ['webhooks', 'retry-schedule', '1s'],
+      withKey({ MCS_API_KEY: keys.live_secret_key }),
+    );
+    expect(live.code).toBe(1);
+    expect(live.stderr).toMatch(/test mode only.*\(code test_mode_only, HTTP 403, Request-Id req_/);
+    const liveShown = jsonOf(
+      await runCli(['webhooks', 'retry-schedule', '--json'], withKey({ MCS_API_KEY: keys.live_secret_key })),
+    );
+    expect(liveShown).toMatchObject({
+      custom: false,
+      livemode: true,
+      retry_schedule: ['30s', '5m', '30m', '2h', '24h'],
+    });
+    for (const bad of ['0s', '25h', 'soon', '1s,1s,1s,1s,1s,1s']) {
+      const run = await runCli(['webhooks', 'retry-schedule', bad], withKey());
+      expect(run.code, bad).toBe(1);
+      expect(run.stderr, bad).toMatch(/code invalid_value, param retry_schedule/);
+    }
+
+    // A receiver that fails: 3 attempts about 1 s then 2 s apart, then the endpoint is unhealthy
+    // (with the service's schedule the first retry alone would take 30 s).
+    const failing = await startReceiver();
+    failing.reply = () => ({ status: 500, body: 'down' });
+    try {
+      const ep = jsonOf(
+        await runCli(
+          ['webhooks', 'create', '--url', failing.url, '--events', 'conversation.created', '--json'],
+          withKey(),
+        ),
+      );
+      jsonOf(await runCli(['trigger', 'conversation.created', '--json'], withKey()));
+      const got = await failing.waitFor(3, 20_000);
+      const gaps = [got[1]!.at - got[0]!.at, got[2]!.at - got[1]!.at];
+      expect(gaps[0]).toBeGreaterThanOrEqual(900);
+      expect(gaps[0]).toBeLessThan(6_000);
+      expect(gaps[1]).toBeGreaterThanOrEqual(1_900);
+      expect(gaps[1]).toBeLessThan(8_000);
+      let endpoint = (await stack.api(keys.secret_key, 'GET', `/v1/webhooks/${ep.id}`)).json;
+      for (let i = 0; i < 50 && endpoint.status !== 'unhealthy'; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        endpoint = (await stack.api(keys.secret_key, 'GET', `/v1/webhooks/${ep.id}`)).json;
+      }
+      expect(endpoint.status).toBe('unhealthy');
+      const [failed] = jsonOf(
+        await runCli(['webhooks', 'deliveries', ep.id, '--status', 'failed', '--json'], withKey()),
+      ).data;
+      expect(failed).toMatchObject({ status: 'failed', attempt_count: 3 });
+      await new Promise((r) => setTimeout(r, 2_500));
+      expect(failing.received).toHaveLength(3); // no fourth attempt
+
+      // The receiver is fixed: re-enable, and resend the failed delivery at once.
+      failing.reply = () => ({ status: 200, body: 'ok' });
+      jsonOf(await runCli(['webhooks', 'enable', ep.id, '--json'], withKey()));
+      const resent = jsonOf(await runCli(['webhooks', 'retry', ep.id, failed.id, '--json'], withKey()));
+      expect(resent.id).toBe(failed.id);
+      await failing.waitFor(4, 10_000);
+      let after = failed;
+      for (let i = 0; i < 50 && after.status !== 'succeeded'; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        after = jsonOf(await runCli(['webhooks', 'deliveries', ep.id, '--json'], withKey())).data.find(
+          (d: { id: string }) => d.id === failed.id,
+        );
+      }
+      expect(after).toMatchObject({ status: 'succeeded', attempt_count: 4 });
+    } finally {
+      await failing.close();
+    }
+
+    const reset = jsonOf(await runCli(['webhooks', 'retry-schedule', '--reset', '--json'], withKey()));
+    expect(reset).toMatchObject({ custom: false, retry_schedule: ['30s', '5m', '30m', '2h', '24h'] });
+  });
+});
+
 describe('mcs --help', () => {
   it('answers for every command, with exit code 0', async () => {
     const all = await runCli(['--help'], cliEnv(stack));

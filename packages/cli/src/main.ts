@@ -10,6 +10,7 @@ import { EVENT_COMMANDS } from './commands/events.ts';
 import { LISTEN_COMMANDS } from './commands/listen.ts';
 import { LOGIN_COMMANDS } from './commands/login.ts';
 import { OPERATOR_COMMANDS } from './commands/operator.ts';
+import { SETTINGS_COMMANDS } from './commands/settings.ts';
 import { TRIGGER_COMMANDS } from './commands/trigger.ts';
 import { WEBHOOK_COMMANDS } from './commands/webhooks.ts';
 import { type Command, createContext } from './context.ts';
@@ -18,7 +19,7 @@ const GROUPS: Array<[string, Command[]]> = [
   ['Getting started', LOGIN_COMMANDS],
   ['Local development', [...LISTEN_COMMANDS, ...TRIGGER_COMMANDS]],
   ['Events', EVENT_COMMANDS],
-  ['Webhook endpoints', WEBHOOK_COMMANDS],
+  ['Webhook endpoints', [...WEBHOOK_COMMANDS, ...SETTINGS_COMMANDS]],
   ['Operator (accounts service, no API key)', OPERATOR_COMMANDS],
 ];
 const COMMANDS = GROUPS.flatMap(([, list]) => list);

@@ -7,6 +7,7 @@ import { file_mcs_commerce_v1_commerce } from './gen/mcs/commerce/v1/commerce_pb
 import { file_mcs_events_v1_events } from './gen/mcs/events/v1/events_pb.js';
 import { file_mcs_messaging_v1_messaging } from './gen/mcs/messaging/v1/messaging_pb.js';
 import { file_mcs_webhooks_v1_endpoint } from './gen/mcs/webhooks/v1/endpoint_pb.js';
+import { file_mcs_webhooks_v1_settings } from './gen/mcs/webhooks/v1/settings_pb.js';
 import { file_mcs_webhooks_v1_webhooks } from './gen/mcs/webhooks/v1/webhooks_pb.js';
 
 // The standard gRPC health and reflection protocols every service serves (kit/health, kit/reflection);
@@ -28,6 +29,7 @@ export const files = [
   file_mcs_events_v1_events,
   file_mcs_messaging_v1_messaging,
   file_mcs_webhooks_v1_endpoint,
+  file_mcs_webhooks_v1_settings,
   file_mcs_webhooks_v1_webhooks,
 ];
 

@@ -13,4 +13,6 @@ export interface Deps {
   policy: EndpointPolicy;
   /** The delivery engine: resends and test events go out at once, without waiting for a poll. */
   queue: DeliveryQueue;
+  /** The service's retry schedule (WEBHOOK_RETRY_SCHEDULE), in ms: what live mode always uses. */
+  schedule: number[];
 }

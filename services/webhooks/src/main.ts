@@ -89,7 +89,14 @@ await runProcess(log, async () => {
   });
   const keys = createKeyStore(database.db, idempotencyKeys);
   const server = await startConnectServer({
-    routes: routes({ db: database.db, keys, box, policy, queue: engine }),
+    routes: routes({
+      db: database.db,
+      keys,
+      box,
+      policy,
+      queue: engine,
+      schedule: env.WEBHOOK_RETRY_SCHEDULE,
+    }),
     port: env.port,
     interceptors: [errorLogger(log)],
     health: { dependencies: [databaseDependency(database.pool), natsDependency(nc)] },

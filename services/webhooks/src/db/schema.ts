@@ -147,3 +147,13 @@ export const notifications = webhooks.table(
   },
   (t) => [index('notifications_due_idx').on(t.nextAttemptAt).where(sql`${t.sentAt} is null`)],
 );
+
+/**
+ * Per-account settings of test mode (live mode always uses the service's): a retry schedule of
+ * the account's own, in ms (domain/settings.ts). No row: the service's schedule.
+ */
+export const accountSettings = webhooks.table('account_settings', {
+  accountId: text('account_id').primaryKey(),
+  retryScheduleMs: integer('retry_schedule_ms').array().notNull(),
+  updatedAt: ts('updated_at').notNull(),
+});

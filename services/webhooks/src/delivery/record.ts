@@ -23,6 +23,7 @@ import {
   type UnhealthyNotice,
 } from '../domain/health.ts';
 import { recordEndpointEvent } from '../domain/operational.ts';
+import { ownScheduleOf } from '../domain/settings.ts';
 import type { AttemptResult } from './sender.ts';
 
 const EXCERPT_KEEP = 2048;
@@ -100,7 +101,9 @@ export async function recordAttempt(
   now: Date,
 ): Promise<Recorded> {
   const { result } = a;
-  const { schedule } = policy;
+  // A test-mode account may have a shorter schedule of its own (domain/settings.ts); a failure
+  // reads it, a success needs none.
+  const schedule = result.ok ? policy.schedule : ((await ownScheduleOf(db, a.deliveryId)) ?? policy.schedule);
   const retriesLeft = a.run <= schedule.length;
   // A Retry-After holds the endpoint at least that long, never past what the schedule has left.
   const hold =

@@ -33,6 +33,7 @@ beforeAll(async () => {
     box: createSecretBox(Buffer.alloc(32, 5)),
     policy: { allowHttp: false, allowPrivate: true },
     queue: { leaseMs: 5_000, enqueue: (items) => queued.push(...items) },
+    schedule: [30_000, 300_000],
   };
   server = await startConnectServer({
     routes: routes(deps),
