@@ -94,6 +94,17 @@ describe('mcs trigger', () => {
     expect(Object.values(out.resources)).toContain(got.json.data.id);
   });
 
+  it('fires a new event each time', async () => {
+    for (const type of ['conversation.created', 'message.received'] as const) {
+      const a = jsonOf(await runCli(['trigger', type, '--json'], withKey()));
+      const b = jsonOf(await runCli(['trigger', type, '--json'], withKey()));
+      expect(b.event.id, type).not.toBe(a.event.id);
+      expect(new Date(b.event.created_at).getTime(), type).toBeGreaterThan(
+        new Date(a.event.created_at).getTime(),
+      );
+    }
+  });
+
   it('refuses unknown types and live keys', async () => {
     const unknown = await runCli(['trigger', 'order.deleted'], withKey());
     expect(unknown.code).toBe(1);

@@ -21,7 +21,14 @@ export const TRIGGER_TYPES = [
 ] as const;
 export type TriggerType = (typeof TRIGGER_TYPES)[number];
 
-const CUSTOMER = { name: 'Ada Lovelace', phone: '+4915112345678' };
+/**
+ * A customer of its own for each run: messaging keeps one open conversation per customer, so a
+ * second conversation with the same phone would be the first one again, and fire nothing.
+ */
+function customer() {
+  const digits = String(randomBytes(4).readUInt32BE() % 100_000_000).padStart(8, '0');
+  return { name: 'Ada Lovelace', phone: `+49151${digits}` };
+}
 
 interface Made {
   /** What was created, by kind. */
@@ -33,7 +40,7 @@ interface Made {
 async function order(api: Api, key: string): Promise<Json> {
   return api.post(
     '/v1/orders',
-    { customer: CUSTOMER, currency: 'EUR', items: [{ name: 'Tea', unit_amount: 450, quantity: 2 }] },
+    { customer: customer(), currency: 'EUR', items: [{ name: 'Tea', unit_amount: 450, quantity: 2 }] },
     { idempotencyKey: `${key}-order` },
   );
 }
@@ -46,7 +53,7 @@ async function payment(api: Api, key: string, outcome: 'complete' | 'fail'): Pro
 }
 
 async function conversation(api: Api, key: string): Promise<Json> {
-  return api.post('/v1/conversations', { customer: CUSTOMER }, { idempotencyKey: `${key}-conversation` });
+  return api.post('/v1/conversations', { customer: customer() }, { idempotencyKey: `${key}-conversation` });
 }
 
 async function product(api: Api, key: string): Promise<Json> {
