@@ -191,7 +191,10 @@ export const fieldMeta: Record<string, FieldMeta> = {
   'ListConversationsRequest.status': { description: 'Only conversations in this status.' },
 
   'Message.conversation': { description: 'The conversation it belongs to.', idOf: 'conv' },
-  'Message.direction': { description: 'inbound (from the customer) or outbound (to the customer).' },
+  'Message.direction': {
+    description: 'inbound (from the customer) or outbound (to the customer).',
+    example: 'outbound',
+  },
   'Message.status': { description: 'sent (outbound, accepted by the channel) or received (inbound).' },
   'Message.text': { description: 'The text, exactly as given.', example: 'Hello! Your order is on its way.' },
   'Message.livemode': livemode,
@@ -263,10 +266,11 @@ export const fieldMeta: Record<string, FieldMeta> = {
 
   'WebhookDelivery.webhook_endpoint': { description: 'The endpoint it goes to.', idOf: 'we' },
   'WebhookDelivery.event': { description: 'The event it carries.', idOf: 'evt' },
-  'WebhookDelivery.event_type': { description: 'The type of that event.' },
+  'WebhookDelivery.event_type': { description: 'The type of that event.', example: 'order.created' },
   'WebhookDelivery.status': {
     description:
       'pending (waiting for its next attempt), succeeded (a 2xx answer), failed (every attempt failed) or skipped (the endpoint was unhealthy, disabled or deleted).',
+    example: 'succeeded',
   },
   'WebhookDelivery.attempt_count': { description: 'Attempts made so far.', minimum: 0, example: 1 },
   'WebhookDelivery.next_attempt_at': { description: 'When the next attempt is due; null unless pending.' },
@@ -294,7 +298,10 @@ export const fieldMeta: Record<string, FieldMeta> = {
     example: 'ok',
   },
 
-  'Event.type': { description: 'What happened (see the webhooks section for each type).' },
+  'Event.type': {
+    description: 'What happened (see the webhooks section for each type).',
+    example: 'order.created',
+  },
   'Event.created_at': { description: 'When it happened (ISO 8601, UTC).' },
   'Event.data': { description: 'The resource concerned, exactly as the REST API renders it.' },
   'Event.livemode': livemode,
@@ -421,6 +428,10 @@ export const operationMeta: Record<string, OperationMeta> = {
   UpdateWebhookEndpoint: {
     summary: 'Update a webhook endpoint',
     description: 'Only the fields given change. disabled turns deliveries off and on.',
+    requestExample: {
+      events: ['order.created', 'order.updated', 'payment.completed'],
+      description: 'Order sync',
+    },
   },
   DeleteWebhookEndpoint: {
     summary: 'Delete a webhook endpoint',

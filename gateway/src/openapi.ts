@@ -239,7 +239,11 @@ export function buildOpenApi(routes: Route[], serverUrl: string): OpenApiDocumen
         s = {};
     }
     // `optional` fields render as null when unset (rest/render.ts); requests leave them out.
-    if (!input && f.proto.proto3Optional) s = nullable(s);
+    if (!input && f.proto.proto3Optional) {
+      s = nullable(s);
+      // Examples show an unset field as null unless its meta gives a value worth showing.
+      if (meta?.example === undefined && !meta?.idOf) delete s.examples;
+    }
     if (meta?.description) s = withDescription(s, meta.description);
     if (meta?.example !== undefined && !s.$ref && !s.oneOf && !s.anyOf) s.examples = [meta.example];
     if (meta?.default !== undefined) s.default = meta.default;
@@ -348,6 +352,7 @@ export function buildOpenApi(routes: Route[], serverUrl: string): OpenApiDocumen
     if (Array.isArray(s.examples) && s.examples.length) return s.examples[0];
     if (s.const !== undefined) return s.const;
     if (s.default !== undefined) return s.default;
+    if (Array.isArray(s.type) && s.type.includes('null')) return null;
     if (Array.isArray(s.enum)) return s.enum.find((v) => v !== null && v !== '*') ?? null;
     if (Array.isArray(s.oneOf)) {
       const options = s.oneOf as Schema[];
