@@ -158,6 +158,30 @@ describe('mcs accounts create', () => {
     expect(failure(short)).toBe('The password must be 10 to 200 characters long. (param: password)');
   });
 
+  it('sets a password on an existing account with accounts set-password', async () => {
+    const made = json(await mcs(['accounts', 'create', '--email', 'later@example.com']));
+    const id = (made.account as { id: string }).id;
+    const run = await new Promise<Run>((resolve) => {
+      const child = execFile(
+        process.execPath,
+        [CLI, 'accounts', 'set-password', '--account', id],
+        { env: { ...process.env, ACCOUNTS_URL: url } },
+        (err, stdout, stderr) => resolve({ code: err ? Number(err.code ?? 1) : 0, stdout, stderr }),
+      );
+      child.stdin!.end('set later, long enough\n');
+    });
+    expect(json(run)).toMatchObject({ id, object: 'account', email: 'later@example.com' });
+    const client = createClient(
+      accounts.AccountService,
+      createConnectTransport({ baseUrl: url, httpVersion: '2' }),
+    );
+    const who = await client.authenticateOwner({
+      email: 'later@example.com',
+      password: 'set later, long enough',
+    });
+    expect(who.accountId).toBe(id);
+  });
+
   it('takes a name and a rate limit', async () => {
     const out = json(
       await mcs([

@@ -147,6 +147,26 @@ const accountsCreate: Command = {
   },
 };
 
+const accountsSetPassword: Command = {
+  name: 'accounts set-password',
+  usage: 'mcs accounts set-password --account ACCOUNT_ID',
+  summary: "Sets (or replaces) the owner's dashboard password: asked on a terminal, else read from stdin.",
+  options: { account: { type: 'string', description: 'ACCOUNT_ID: the account' } },
+  api: false,
+  details: OPERATOR,
+  async run(ctx, p) {
+    const accountId = required(p, 'account', this);
+    const password = await readPassword();
+    return withAccounts(ctx, async (client) =>
+      renderOf(
+        accounts.AccountSchema,
+        await client.setOwnerPassword({ accountId, password }, opts),
+        'account',
+      ),
+    );
+  },
+};
+
 const keysList: Command = {
   name: 'keys list',
   usage: 'mcs keys list --account ACCOUNT_ID',
@@ -209,4 +229,10 @@ const keysRevoke: Command = {
   },
 };
 
-export const OPERATOR_COMMANDS: Command[] = [accountsCreate, keysList, keysCreate, keysRevoke];
+export const OPERATOR_COMMANDS: Command[] = [
+  accountsCreate,
+  accountsSetPassword,
+  keysList,
+  keysCreate,
+  keysRevoke,
+];
