@@ -105,6 +105,24 @@ const accountsTransport = createRouterTransport((router) =>
     getAccount(req) {
       return { id: req.id, email: 'owner@example.com' };
     },
+    createApiKey(req) {
+      calls.push({
+        method: 'createApiKey',
+        account: req.accountId,
+        livemode: String(req.livemode),
+        key: null,
+      });
+      return {
+        key: create(accounts.ApiKeySchema, {
+          id: 'key_new',
+          kind: req.kind,
+          livemode: req.livemode,
+          prefix: 'sk_test_',
+          last4: 'WXYZ',
+        }),
+        secret: 'sk_test_newnewnewnewnewnewnewnewnewnewnWXYZ',
+      };
+    },
     authenticateOwner(req) {
       if (req.email === 'locked@example.com') {
         throw apiError('login_throttled', {
@@ -483,5 +501,54 @@ describe('sign-in throttling per address', () => {
     expect(t.wait('198.51.100.1')).toBe(0);
     now += 15 * 60_000;
     expect(t.wait('203.0.113.5')).toBe(0);
+  });
+});
+
+describe('API keys page', () => {
+  it('lets an owner create a key, shown once; a key session sees the list but cannot create or revoke', async () => {
+    const viaKey = await signIn();
+    const page = await (
+      await go('/dashboard/settings/api/keys', { headers: { cookie: viaKey.cookie } })
+    ).text();
+    expect(page).toContain('id="owner-only"');
+    expect(page).not.toContain('id="create-key"');
+    const refused = await post(
+      '/dashboard/settings/api/keys',
+      { csrf: viaKey.csrf, kind: 'secret' },
+      { cookie: viaKey.cookie },
+    );
+    expect(refused.status).toBe(303);
+    expect(calls.filter((c) => c.method === 'createApiKey')).toEqual([]);
+    expect(
+      (await go('/dashboard/settings/api/keys/key_test/revoke', { headers: { cookie: viaKey.cookie } }))
+        .status,
+    ).toBe(403);
+
+    const res = await post('/dashboard/login', { email: 'owner@example.com', password: OWNER_PASSWORD });
+    const token = res.headers
+      .getSetCookie()
+      .find((c) => c.startsWith('mcs_session='))!
+      .split(';')[0]!
+      .slice(12);
+    const owner = { cookie: `mcs_session=${token}`, csrf: csrfTokenFor(token) };
+    const made = await post(
+      '/dashboard/settings/api/keys',
+      { csrf: owner.csrf, kind: 'secret' },
+      { cookie: owner.cookie },
+    );
+    expect(made.headers.get('location')).toBe('/dashboard/settings/api/keys');
+    expect(calls.filter((c) => c.method === 'createApiKey')).toEqual([
+      { method: 'createApiKey', account: 'acct_1', livemode: 'false', key: null },
+    ]);
+    const flash = cookiesOf(made).find((c) => c.startsWith('mcs_flash='))!;
+    const shown = await (
+      await go('/dashboard/settings/api/keys', { headers: { cookie: `${owner.cookie}; ${flash}` } })
+    ).text();
+    expect(shown).toContain('sk_test_newnewnewnewnewnewnewnewnewnewnWXYZ');
+    expect(shown).toContain('data-copy="new-key"');
+    const again = await (
+      await go('/dashboard/settings/api/keys', { headers: { cookie: owner.cookie } })
+    ).text();
+    expect(again).not.toContain('sk_test_newnewnewnewnewnewnewnewnewnewnWXYZ');
   });
 });

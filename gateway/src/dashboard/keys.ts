@@ -2,6 +2,10 @@
 // characters, kind, creation and last use; creating one (shown once, with a copy button) and
 // revoking one after a confirmation page. Keys live in the accounts service; a revocation there
 // ends every dashboard session signed in with that key (announced over NATS).
+//
+// Only an owner (signed in with e-mail and password) creates and revokes keys: a session signed
+// in with a key sees the list, but a leaked key must not be able to mint keys that outlive its
+// own revocation, nor revoke the others.
 import { timestampDate } from '@bufbuild/protobuf/wkt';
 import { accounts } from '@mcs/proto';
 import { type Kit, type RouteDef, send } from './context.ts';
@@ -42,14 +46,16 @@ function keyView(k: accounts.ApiKey): KeyView {
 
 const masked = (k: KeyView) => `${k.prefix}…${k.last4}`;
 
-function keyRow(k: KeyView, current: string | null): SafeHtml {
+function keyRow(k: KeyView, current: string | null, owner: boolean): SafeHtml {
   return html`<tr class="key" id="${k.id}" data-state="${k.revokedAt ? 'revoked' : 'active'}">
 <td><code>${masked(k)}</code>${k.id === current ? html` <span class="chip">this session</span>` : ''}</td>
 <td>${k.kind}</td><td>${time(k.createdAt)}</td><td>${k.lastUsedAt ? time(k.lastUsedAt) : html`<span class="meta">never</span>`}</td>
 <td>${
     k.revokedAt
       ? html`<span class="badge disabled">revoked ${time(k.revokedAt)}</span>`
-      : html`<a href="${KEYS}/${encodeURIComponent(k.id)}/revoke" class="revoke" aria-label="Revoke ${masked(k)}">Revoke…</a>`
+      : !owner
+        ? html`<span class="badge enabled">active</span>`
+        : html`<a href="${KEYS}/${encodeURIComponent(k.id)}/revoke" class="revoke" aria-label="Revoke ${masked(k)}">Revoke…</a>`
   }</td></tr>`;
 }
 
@@ -67,13 +73,18 @@ everything through the API; publishable keys (<code>pk_${mode}_…</code>) only 
 Keys are stored as hashes: a key is shown only when it is created.</p>
 ${flashBox(opts.flash)}
 <div class="card scroll"><table id="keys"><thead><tr><th>Key</th><th>Kind</th><th>Created</th><th>Last used</th><th>Status</th></tr></thead>
-<tbody>${opts.keys.length ? opts.keys.map((k) => keyRow(k, opts.current)) : html`<tr><td colspan="5" class="empty">No keys in ${mode} mode.</td></tr>`}</tbody></table></div>
+<tbody>${opts.keys.length ? opts.keys.map((k) => keyRow(k, opts.current, viewer.owner)) : html`<tr><td colspan="5" class="empty">No keys in ${mode} mode.</td></tr>`}</tbody></table></div>
 <h2>Create a key</h2>
-<form class="card" method="post" action="${KEYS}" id="create-key">${csrfField(viewer)}
+${
+  viewer.owner
+    ? html`<form class="card" method="post" action="${KEYS}" id="create-key">${csrfField(viewer)}
 <fieldset><legend>Kind</legend>
 <label><input type="radio" name="kind" value="secret" checked> Secret (<code>sk_${mode}_…</code>)</label><br>
 <label><input type="radio" name="kind" value="publishable"> Publishable (<code>pk_${mode}_…</code>)</label></fieldset>
-<div class="submit"><button type="submit" class="primary">Create ${mode}-mode key</button></div></form>`;
+<div class="submit"><button type="submit" class="primary">Create ${mode}-mode key</button></div></form>`
+    : html`<p class="note off" id="owner-only">Only the account's owner creates and revokes keys: sign in with your
+e-mail address and password (a session signed in with a key cannot).</p>`
+}`;
   return layout('API keys · mcs', body, viewer);
 }
 
@@ -102,8 +113,11 @@ export function keyRoutes(kit: Kit): RouteDef[] {
     send(res, 200, keysPage({ viewer, keys, current: s.session.keyId, flash }));
   });
 
+  const OWNER_ONLY = 'Only the owner, signed in with e-mail and password, creates and revokes keys.';
+
   const confirm = kit.page(async (_req, res, s, { id }) => {
     const viewer = await kit.viewerOf(s, KEYS);
+    if (!viewer.owner) return send(res, 403, messagePage('Owner only', OWNER_ONLY, viewer));
     const key = (await modeKeys(s.session.accountId, s.session.livemode)).find((k) => k.id === id);
     if (!key || key.revokedAt) {
       return send(res, 404, messagePage('Not found', 'This mode has no such active key.', viewer));
@@ -113,6 +127,7 @@ export function keyRoutes(kit: Kit): RouteDef[] {
 
   const create = kit.action(
     async (s, form) => {
+      if (s.session.keyId !== null) return { flash: { kind: 'error', text: OWNER_ONLY } };
       const kind =
         form.get('kind') === 'publishable' ? accounts.KeyKind.PUBLISHABLE : accounts.KeyKind.SECRET;
       const made = await deps.accounts.createApiKey(
@@ -130,6 +145,7 @@ export function keyRoutes(kit: Kit): RouteDef[] {
 
   const revoke = kit.action(
     async (s, _form, { id }) => {
+      if (s.session.keyId !== null) return { flash: { kind: 'error', text: OWNER_ONLY } };
       const key = (await modeKeys(s.session.accountId, s.session.livemode)).find((k) => k.id === id);
       if (!key) return { flash: { kind: 'error', text: 'This mode has no such key.' } };
       await deps.accounts.revokeApiKey(
