@@ -10,6 +10,18 @@ import { apiError, type ErrorCode, type RenderedError, renderConnectError, rende
 import { CALLER_HEADERS, callerHeaders } from '@mcs/kit/caller';
 import type { Logger } from '@mcs/kit/log';
 import { observeHttp } from '@mcs/kit/metrics';
+import {
+  context,
+  endSpan,
+  extractContext,
+  injectHeaders,
+  nodeHeadersGetter,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  tracer,
+  tracing,
+} from '@mcs/kit/tracing';
 import { DecodeError, decodeObject, decodeParams, isListResponse, render, renderList } from '@mcs/rest';
 import type { Authenticator } from './auth.ts';
 import { createInFlight, createRecentAnswers, fingerprint } from './idempotency.ts';
@@ -140,7 +152,7 @@ export function createHandler(deps: GatewayDeps) {
     return { init: decodeObject(route.method.input, { ...json, ...params }), json };
   }
 
-  return async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const handle = async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const requestId = newRequestId();
     res.setHeader('request-id', requestId);
     const started = performance.now();
@@ -232,13 +244,16 @@ export function createHandler(deps: GatewayDeps) {
       );
       // The owning service stores a keyed answer with the write and replays it (kit/idempotency).
       let replayed = false;
-      const answer = await call(request, {
+      const options: CallOptions = {
         headers,
         timeoutMs: 30_000,
         onHeader: (h) => {
           replayed = h.get(CALLER_HEADERS.idempotentReplayed) === 'true';
         },
-      });
+      };
+      const answer = tracing.enabled
+        ? await tracedCall(call, request, options, route, headers)
+        : await call(request, options);
       const output: DescMessage = route.method.output;
       const body = JSON.stringify(
         isListResponse(output) ? renderList(output, answer, path) : render(output, answer),
@@ -271,6 +286,12 @@ export function createHandler(deps: GatewayDeps) {
       else res.destroy();
     } finally {
       if (held) inFlight.release(held.accountId, held.livemode, held.key);
+      if (tracing.enabled) {
+        const span = trace.getActiveSpan();
+        span?.updateName(`${method} ${routeLabel}`);
+        span?.setAttribute('http.route', routeLabel);
+        span?.setAttribute('mcs.request_id', requestId);
+      }
       observeHttp(routeLabel, method, res.statusCode, (performance.now() - started) / 1000);
       // Skip building the record on the hot path unless someone reads it.
       if (log.isLevelEnabled('debug')) {
@@ -281,4 +302,50 @@ export function createHandler(deps: GatewayDeps) {
       }
     }
   };
+  if (!tracing.enabled) return handle;
+  // A server span per request, child of the client's `traceparent` when it sent one.
+  return (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const parent = extractContext(req.headers, nodeHeadersGetter);
+    const span = tracer().startSpan(
+      `${req.method ?? 'GET'}`,
+      { kind: SpanKind.SERVER, attributes: { 'http.request.method': req.method ?? 'GET' } },
+      parent,
+    );
+    return context.with(trace.setSpan(parent, span), async () => {
+      try {
+        await handle(req, res);
+      } finally {
+        span.setAttribute('http.response.status_code', res.statusCode);
+        if (res.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+        span.end();
+      }
+    });
+  };
+}
+
+/** The Connect call in a client span whose context travels in the call's metadata. */
+async function tracedCall(
+  call: UnaryCall,
+  request: Message,
+  options: CallOptions,
+  route: Route,
+  headers: Record<string, string>,
+): Promise<Message> {
+  const span = tracer().startSpan(`${route.service.typeName}/${route.method.name}`, {
+    kind: SpanKind.CLIENT,
+    attributes: {
+      'rpc.system': 'connect_rpc',
+      'rpc.service': route.service.typeName,
+      'rpc.method': route.method.name,
+    },
+  });
+  injectHeaders(headers, trace.setSpan(context.active(), span));
+  try {
+    const answer = await call(request, options);
+    endSpan(span);
+    return answer;
+  } catch (err) {
+    endSpan(span, err);
+    throw err;
+  }
 }

@@ -6,6 +6,7 @@ import { connect } from 'node:net';
 import { delimiter, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
+import { formatLogLine } from '../../packages/kit/src/log-format.ts';
 
 /** Width of the `[name]` column; the longest name is `messaging`. */
 const PREFIX_WIDTH = '[messaging]'.length;
@@ -36,9 +37,11 @@ export function pipeLines(
   onLine?: (line: string) => void,
 ): void {
   const head = prefix(name);
+  // On a terminal the parts' JSON lines are shown readable (LOG_FORMAT=json keeps them as is).
+  const pretty = (output as { isTTY?: boolean }).isTTY === true && process.env.LOG_FORMAT !== 'json';
   const lines = createInterface({ input, crlfDelay: Number.POSITIVE_INFINITY });
   lines.on('line', (line) => {
-    output.write(`${head}${line}\n`);
+    output.write(`${head}${pretty ? formatLogLine(line) : line}\n`);
     onLine?.(line);
   });
 }

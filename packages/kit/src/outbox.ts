@@ -22,7 +22,7 @@ import { events } from '@mcs/proto';
 import { enumValueName } from '@mcs/rest';
 import { sql } from 'drizzle-orm';
 import { bigserial, type PgSchema, type PgTable, text, timestamp } from 'drizzle-orm/pg-core';
-import type { JetStreamClient } from 'nats';
+import { type JetStreamClient, headers as natsHeaders } from 'nats';
 import type pg from 'pg';
 import { bytea, type Tx } from './db.ts';
 
@@ -31,6 +31,20 @@ export { bytea };
 import { newId } from './ids.ts';
 import type { Logger } from './log.ts';
 import { scrapedGauge } from './metrics.ts';
+import {
+  type Context,
+  context,
+  endSpan,
+  injectHeaders,
+  SpanKind,
+  trace,
+  tracer,
+  tracing,
+} from './tracing.ts';
+
+/** With tracing on: the context of the write that committed a row, for its publish span. */
+const writtenIn = new WeakMap<OutboxRow, Context>();
+
 import type { StreamNames } from './nats.ts';
 
 /** The outbox table of a service, in that service's schema. */
@@ -334,6 +348,10 @@ export function startRelay(opts: RelayOptions): Relay {
   let publishScheduled = false;
 
   function publish(rows: readonly OutboxRow[]): void {
+    if (tracing.enabled) {
+      const ctx = context.active();
+      for (const row of rows) writtenIn.set(row, ctx);
+    }
     for (const row of rows) pendingPublish.push(row);
     if (publishScheduled) return;
     publishScheduled = true;
@@ -349,14 +367,45 @@ export function startRelay(opts: RelayOptions): Relay {
     for (const row of rows) {
       // Stopped, or too many awaiting acks (JetStream unreachable): the row waits for the poll.
       if (stopped || inFlight.size >= maxInFlight) continue;
+      const subject = names.subject(row.type);
+      // Traced: a producer span, child of the write's, whose context travels in the message's
+      // headers to the consumer (webhooks).
+      const parent = tracing.enabled ? writtenIn.get(row) : undefined;
+      const span = parent
+        ? tracer().startSpan(
+            `publish ${subject}`,
+            {
+              kind: SpanKind.PRODUCER,
+              attributes: {
+                'messaging.system': 'nats',
+                'messaging.destination.name': subject,
+                'mcs.event_id': row.eventId,
+              },
+            },
+            parent,
+          )
+        : undefined;
+      let h: ReturnType<typeof natsHeaders> | undefined;
+      if (span && parent) {
+        const carrier: Record<string, string> = {};
+        injectHeaders(carrier, trace.setSpan(parent, span));
+        h = natsHeaders();
+        for (const [k, v] of Object.entries(carrier)) h.set(k, v);
+      }
       const p = js
-        .publish(names.subject(row.type), row.payload, { msgID: row.eventId, timeout: 5_000 })
+        .publish(
+          subject,
+          row.payload,
+          h ? { msgID: row.eventId, timeout: 5_000, headers: h } : { msgID: row.eventId, timeout: 5_000 },
+        )
         .then(
           () => {
             fastFailures = 0;
+            if (span) endSpan(span);
             published(row.eventId);
           },
           (err: Error) => {
+            if (span) endSpan(span, err);
             if (fastFailures++ === 0)
               log.warn({ err: err.message }, 'outbox relay: publish failed, the poll will retry');
           },

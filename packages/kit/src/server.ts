@@ -15,6 +15,17 @@ import { addHealthService, type HealthOptions, type HealthState } from './health
 import type { Logger } from './log.ts';
 import { initMetrics, rpcMetrics, serveMetrics } from './metrics.ts';
 import { addReflectionService } from './reflection.ts';
+import {
+  context,
+  endSpan,
+  extractContext,
+  fetchHeadersGetter,
+  initTracing,
+  SpanKind,
+  trace,
+  tracer,
+  tracing,
+} from './tracing.ts';
 
 export interface ServerHandle {
   port: number;
@@ -59,7 +70,10 @@ export async function startConnectServer(opts: {
       [...services.map((s) => s.file), grpcHealth.file_grpc_health_v1_health],
     );
   };
-  const handler = connectNodeAdapter({ routes, interceptors: [rpcMetrics(), ...(opts.interceptors ?? [])] });
+  const handler = connectNodeAdapter({
+    routes,
+    interceptors: [rpcMetrics(), ...(tracing.enabled ? [traceServer()] : []), ...(opts.interceptors ?? [])],
+  });
   if (!health) throw new Error('connectNodeAdapter did not build the routes');
   const healthState: HealthState = health;
   let closing = false;
@@ -165,7 +179,9 @@ export async function startConnectServer(opts: {
  * (which stops the parts in reverse order of start). A second signal exits at once.
  */
 export async function runProcess(log: Logger, start: () => Promise<() => Promise<void>>): Promise<void> {
-  initMetrics(String(log.bindings().svc ?? 'unknown'));
+  const part = String(log.bindings().svc ?? 'unknown');
+  initMetrics(part);
+  await initTracing(part);
   // A standby of `pnpm start` (MCS_STANDBY=1): its code is loaded, and it starts when the
   // supervisor says so (the part it stands in for crashed), or leaves with the supervisor.
   if (process.send && process.env.MCS_STANDBY === '1') {
@@ -200,7 +216,7 @@ export async function runProcess(log: Logger, start: () => Promise<() => Promise
     }, stopGraceMs());
     force.unref();
     stop().then(
-      () => process.exit(0),
+      () => tracing.shutdown().then(() => process.exit(0)),
       (err) => {
         log.error({ err }, 'error while stopping');
         process.exit(1);
@@ -209,6 +225,39 @@ export async function runProcess(log: Logger, start: () => Promise<() => Promise
   };
   process.on('SIGTERM', () => onSignal('SIGTERM'));
   process.on('SIGINT', () => onSignal('SIGINT'));
+}
+
+/**
+ * A server span per call, child of the caller's (its `traceparent` metadata); the handler, its
+ * statements and the events it writes run inside it (kit/outbox carries it on to NATS).
+ */
+function traceServer(): Interceptor {
+  return (next) => (req) => {
+    const parent = extractContext(req.header, fetchHeadersGetter);
+    const span = tracer().startSpan(
+      `${req.method.parent.typeName}/${req.method.name}`,
+      {
+        kind: SpanKind.SERVER,
+        attributes: {
+          'rpc.system': 'connect_rpc',
+          'rpc.service': req.method.parent.typeName,
+          'rpc.method': req.method.name,
+          'mcs.request_id': req.header.get('request-id') ?? '',
+        },
+      },
+      parent,
+    );
+    return context.with(trace.setSpan(parent, span), async () => {
+      try {
+        const res = await next(req);
+        endSpan(span);
+        return res;
+      } catch (err) {
+        endSpan(span, err);
+        throw err;
+      }
+    });
+  };
 }
 
 /** How long a stopping process may drain: WEBHOOK_TIMEOUT + 5 s, at least 15 s. */

@@ -5,8 +5,19 @@ import { fromBinary } from '@bufbuild/protobuf';
 import type { Db } from '@mcs/kit/db';
 import type { Logger } from '@mcs/kit/log';
 import { eventConsumerConfig, type StreamNames } from '@mcs/kit/nats';
+import {
+  type Context,
+  endSpan,
+  extractContext,
+  type Span,
+  SpanKind,
+  trace,
+  tracer,
+  tracing,
+} from '@mcs/kit/tracing';
 import { events } from '@mcs/proto';
-import type { JsMsg, NatsConnection } from 'nats';
+import type { TextMapGetter } from '@opentelemetry/api';
+import type { JsMsg, MsgHdrs, NatsConnection } from 'nats';
 import { type IncomingEvent, type QueuedDelivery, recordEvents } from './domain/fanout.ts';
 
 export interface ConsumerOptions {
@@ -20,6 +31,35 @@ export interface ConsumerOptions {
   batch?: number;
   /** Batch statements in flight at once. */
   parallel?: number;
+}
+
+const natsHeadersGetter: TextMapGetter<MsgHdrs> = {
+  get: (h, key) => h.get(key) || undefined,
+  keys: (h) => h.keys(),
+};
+
+/** A consumer span per traced message (its publisher's context in the headers), by event id. */
+function startSpans(messages: JsMsg[], incoming: IncomingEvent[]): Map<string, { span: Span; ctx: Context }> {
+  const spans = new Map<string, { span: Span; ctx: Context }>();
+  messages.forEach((m, i) => {
+    if (!m.headers?.get('traceparent')) return;
+    const eventId = incoming[i]!.event.id;
+    const parent = extractContext(m.headers, natsHeadersGetter);
+    const span = tracer().startSpan(
+      `process ${m.subject}`,
+      {
+        kind: SpanKind.CONSUMER,
+        attributes: {
+          'messaging.system': 'nats',
+          'messaging.destination.name': m.subject,
+          'mcs.event_id': eventId,
+        },
+      },
+      parent,
+    );
+    spans.set(eventId, { span, ctx: trace.setSpan(parent, span) });
+  });
+  return spans;
 }
 
 export async function startConsumer(opts: ConsumerOptions): Promise<{ stop(): Promise<void> }> {
@@ -49,11 +89,20 @@ export async function startConsumer(opts: ConsumerOptions): Promise<{ stop(): Pr
       }
     }
     if (messages.length === 0) return;
+    const spans = tracing.enabled ? startSpans(messages, incoming) : undefined;
     try {
       const queued = await recordEvents(opts.db, incoming, opts.leaseMs);
       for (const m of messages) m.ack();
+      if (spans) {
+        for (const q of queued) {
+          const traced = q.target ? spans.get(q.target.eventId) : undefined;
+          if (traced) q.trace = traced.ctx;
+        }
+        for (const { span } of spans.values()) endSpan(span);
+      }
       if (queued.length > 0) opts.onQueued(queued);
     } catch (err) {
+      if (spans) for (const { span } of spans.values()) endSpan(span, err);
       log.warn(
         { err: (err as Error).message, events: messages.length },
         'could not record events, will retry',

@@ -31,6 +31,7 @@
 // attempt, as it would an attempt already in flight, and its record follows the straggler rule.
 import type { Db } from '@mcs/kit/db';
 import type { Logger } from '@mcs/kit/log';
+import { endSpan, SpanKind, tracer, tracing } from '@mcs/kit/tracing';
 import { sql } from 'drizzle-orm';
 import type { AttemptTarget, QueuedDelivery } from '../domain/fanout.ts';
 import type { SecretBox } from '../domain/secrets.ts';
@@ -128,7 +129,10 @@ export function createEngine(opts: EngineOptions): Engine {
     windowMs: opts.groupCommitMs ?? 20,
     single: async (a) => {
       await recordAttempt(db, policy, a, clock()).catch((err) =>
-        log.error({ err, delivery: a.deliveryId }, 'could not record a successful attempt'),
+        log.error(
+          { err, deliveryId: a.deliveryId, eventId: a.eventId },
+          'could not record a successful attempt',
+        ),
       );
     },
   });
@@ -364,6 +368,7 @@ export function createEngine(opts: EngineOptions): Engine {
         endpointId: item.endpointId,
         lease,
         claimed: true,
+        ...(item.trace ? { trace: item.trace } : {}),
         target: {
           eventId: row.event_id,
           url: row.url,
@@ -392,7 +397,7 @@ export function createEngine(opts: EngineOptions): Engine {
     total++;
     active.set(item.endpointId, (active.get(item.endpointId) ?? 0) + 1);
     const p = attempt(item, target)
-      .catch((err) => log.error({ err, delivery: item.deliveryId }, 'delivery attempt failed to run'))
+      .catch((err) => log.error({ err, deliveryId: item.deliveryId }, 'delivery attempt failed to run'))
       .finally(() => {
         total--;
         const n = (active.get(item.endpointId) ?? 1) - 1;
@@ -408,6 +413,25 @@ export function createEngine(opts: EngineOptions): Engine {
     const startedAt = clock();
     const secret = opts.box.open(target.secretSealed);
     const timestamp = Math.floor(startedAt.getTime() / 1000);
+    // Traced (the delivery came from a traced event): a client span for the attempt, child of
+    // the consumer's, so the trace runs from the REST request to the receiver's answer.
+    const span =
+      tracing.enabled && item.trace
+        ? tracer().startSpan(
+            'webhook attempt',
+            {
+              kind: SpanKind.CLIENT,
+              attributes: {
+                'http.request.method': 'POST',
+                'mcs.delivery_id': item.deliveryId,
+                'mcs.event_id': target.eventId,
+                'mcs.endpoint_id': item.endpointId,
+                'mcs.attempt': target.attempts + 1,
+              },
+            },
+            item.trace,
+          )
+        : undefined;
     const result = await opts.sender.send(
       target.url,
       target.body,
@@ -429,6 +453,23 @@ export function createEngine(opts: EngineOptions): Engine {
       result,
     };
     observeAttempt(result.ok, result.latencyMs);
+    if (span) {
+      if (result.statusCode !== null) span.setAttribute('http.response.status_code', result.statusCode);
+      endSpan(span, result.ok ? undefined : new Error(result.error ?? 'failed'));
+    }
+    if (!result.ok && log.isLevelEnabled('debug')) {
+      // Every attempt is in webhooks.attempts (API, dashboard); the log has it at debug.
+      log.debug(
+        {
+          deliveryId: item.deliveryId,
+          eventId: target.eventId,
+          endpoint: item.endpointId,
+          attempt: target.attempts + 1,
+          error: result.error,
+        },
+        'delivery attempt failed',
+      );
+    }
     if (result.ok) {
       countOutcome('succeeded');
       failing.delete(item.endpointId);

@@ -6,6 +6,7 @@ import { timestampMs } from '@bufbuild/protobuf/wkt';
 import type { Tx } from '@mcs/kit/db';
 import { encodeTime } from '@mcs/kit/ids';
 import { eventTypeName, OPERATIONAL_EVENT_TYPES } from '@mcs/kit/outbox';
+import type { Context } from '@mcs/kit/tracing';
 import { events as eventsProto } from '@mcs/proto';
 import { render } from '@mcs/rest';
 import { sql } from 'drizzle-orm';
@@ -36,6 +37,8 @@ export interface QueuedDelivery {
    * (delivery/engine.ts). Absent: the engine claims it first.
    */
   target?: AttemptTarget;
+  /** With tracing on: the trace of the event's publish, continued by the attempt (in memory only). */
+  trace?: Context;
 }
 
 /** The exact bytes every delivery of `event` sends, and GET /v1/events returns. */
