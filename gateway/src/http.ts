@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { create, type DescMessage, type Message } from '@bufbuild/protobuf';
-import type { CallOptions } from '@connectrpc/connect';
+import { type CallOptions, ConnectError } from '@connectrpc/connect';
 import { apiError, type ErrorCode, type RenderedError, renderConnectError, renderError } from '@mcs/errors';
 import { CALLER_HEADERS, callerHeaders } from '@mcs/kit/caller';
 import type { Logger } from '@mcs/kit/log';
@@ -272,6 +272,11 @@ export function createHandler(deps: GatewayDeps) {
         rendered = renderError(err.code, docsUrl, { param: err.param, message: err.message });
       } else {
         rendered = renderConnectError(err, docsUrl);
+        // A service's rate_limit_error says when to come back (e.g. a bulk resend still running).
+        if (rendered.status === 429) {
+          const after = ConnectError.from(err).metadata.get('retry-after');
+          extra = { 'retry-after': after && /^\d+$/.test(after) ? after : '1' };
+        }
       }
       if (rendered.body.error.type === 'api_error') {
         // A client that hung up mid-request is not our fault; anything else is.

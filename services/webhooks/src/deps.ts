@@ -15,4 +15,9 @@ export interface Deps {
   queue: DeliveryQueue;
   /** The service's retry schedule (WEBHOOK_RETRY_SCHEDULE), in ms: what live mode always uses. */
   schedule: number[];
+  /** Recoveries and bulk resends (delivery/replayer.ts): woken when one is created. */
+  replays: {
+    wake(): void /** WEBHOOK_REPLAY_RATE: deliveries queued per second per replay. */;
+    rate: number;
+  };
 }

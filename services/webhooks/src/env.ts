@@ -39,6 +39,13 @@ const schema = baseEnvSchema.extend({
   /** Sends in flight at once, overall and per endpoint. */
   WEBHOOK_CONCURRENCY: z.coerce.number().int().min(1).default(256),
   WEBHOOK_ENDPOINT_CONCURRENCY: z.coerce.number().int().min(1).default(8),
+  /** Deliveries a recovery or bulk resend queues per second (delivery/replayer.ts). */
+  WEBHOOK_REPLAY_RATE: z.coerce.number().int().min(1).max(100_000).default(100),
+  /**
+   * auto_recover: the first probe of an unhealthy endpoint waits this long, each next one twice
+   * as long as the one before, up to 24 h (delivery/prober.ts).
+   */
+  WEBHOOK_PROBE_INTERVAL: duration.default(5 * 60_000),
 });
 
 export function loadEnv(source: NodeJS.ProcessEnv = process.env) {

@@ -13,6 +13,8 @@ import { migrateWebhooks } from './db/migrate.ts';
 import { idempotencyKeys } from './db/schema.ts';
 import { createEngine } from './delivery/engine.ts';
 import { createListenSender } from './delivery/listen.ts';
+import { createProber } from './delivery/prober.ts';
+import { createReplayer } from './delivery/replayer.ts';
 import { createSender } from './delivery/sender.ts';
 import { createSecretBox, loadSecretsKey } from './domain/secrets.ts';
 import { loadEnv } from './env.ts';
@@ -78,6 +80,7 @@ await runProcess(log, async () => {
     concurrency: env.WEBHOOK_CONCURRENCY,
     perEndpoint: env.WEBHOOK_ENDPOINT_CONCURRENCY,
     onNotify: () => mailer.wake(),
+    probeMs: env.WEBHOOK_PROBE_INTERVAL,
   });
   const consumer = await startConsumer({
     nc,
@@ -87,7 +90,29 @@ await runProcess(log, async () => {
     leaseMs: engine.leaseMs,
     onQueued: (items) => engine.enqueue(items),
   });
+  const prober = createProber({
+    db: database.db,
+    box,
+    sender,
+    log,
+    intervalMs: env.WEBHOOK_PROBE_INTERVAL,
+    leaseMs: engine.leaseMs,
+    onRecovered: () => replayer.wake(),
+    enqueue: (items) => engine.enqueue(items),
+  });
+  const replayer = createReplayer({
+    db: database.db,
+    log,
+    rate: env.WEBHOOK_REPLAY_RATE,
+    leaseMs: engine.leaseMs,
+    enqueue: (items) => engine.enqueue(items),
+    onTick: async () => {
+      await prober.runDue();
+    },
+    ...(env.WEBHOOK_PROBE_INTERVAL < 1_000 ? { pollMs: env.WEBHOOK_PROBE_INTERVAL / 2 } : {}),
+  });
   const keys = createKeyStore(database.db, idempotencyKeys);
+  const replays = { rate: env.WEBHOOK_REPLAY_RATE, wake: () => replayer.wake() };
   const server = await startConnectServer({
     routes: routes({
       db: database.db,
@@ -96,6 +121,7 @@ await runProcess(log, async () => {
       policy,
       queue: engine,
       schedule: env.WEBHOOK_RETRY_SCHEDULE,
+      replays,
     }),
     port: env.port,
     interceptors: [errorLogger(log)],
@@ -109,6 +135,7 @@ await runProcess(log, async () => {
     stopMetrics();
     await server.close();
     await consumer.stop();
+    await replayer.stop();
     await engine.stop();
     await mailer.stop();
     await sender.close();

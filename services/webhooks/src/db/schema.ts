@@ -16,6 +16,8 @@ const ts = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' 
 
 export type EndpointStatus = 'enabled' | 'unhealthy' | 'disabled';
 export type DisabledReason = 'gone' | 'manual';
+/** per_resource: events of one resource are delivered one at a time, in order (delivery/ordering.ts). */
+export type Ordering = 'none' | 'per_resource';
 
 export const endpoints = webhooks.table(
   'endpoints',
@@ -50,10 +52,20 @@ export const endpoints = webhooks.table(
      * reserved so far (delivery/engine.ts reserve()).
      */
     rateTat: ts('rate_tat'),
+    ordering: text('ordering').$type<Ordering>().notNull().default('none'),
+    /** While unhealthy, probe it (a signed ping) on a backoff; a 2xx re-enables it and replays its backlog. */
+    autoRecover: boolean('auto_recover').notNull().default(false),
+    /** When the next probe is due (auto_recover, while unhealthy); null: none planned. */
+    probeAt: ts('probe_at'),
+    /** Probes made since it turned unhealthy (the backoff's step). */
+    probes: integer('probes').notNull().default(0),
     createdAt: ts('created_at').notNull(),
     updatedAt: ts('updated_at').notNull(),
   },
-  (t) => [index('endpoints_account_idx').on(t.accountId, t.livemode, t.id)],
+  (t) => [
+    index('endpoints_account_idx').on(t.accountId, t.livemode, t.id),
+    index('endpoints_probe_idx').on(t.probeAt).where(sql`${t.probeAt} is not null`),
+  ],
 );
 
 /** The event log: every event of every account, as delivered. */
@@ -79,6 +91,8 @@ export const events = webhooks.table(
 );
 
 export type DeliveryStatus = 'pending' | 'succeeded' | 'failed' | 'skipped';
+/** event: fan-out (one per event and endpoint); resend: POST /v1/events/{id}/resend or a bulk resend. */
+export type DeliveryOrigin = 'event' | 'resend';
 
 export const deliveries = webhooks.table(
   'deliveries',
@@ -103,12 +117,67 @@ export const deliveries = webhooks.table(
      */
     nextAttemptAt: ts('next_attempt_at'),
     lastAttemptAt: ts('last_attempt_at'),
+    origin: text('origin').$type<DeliveryOrigin>().notNull().default('event'),
+    /**
+     * The resource the event is about (`order:ord_…`) when its endpoint orders deliveries per
+     * resource; null otherwise (the unordered path never looks at it).
+     */
+    orderingKey: text('ordering_key'),
+    /** The recovery or bulk resend that last (re)queued it, for that job's progress counts. */
+    replayId: text('replay_id'),
     createdAt: ts('created_at').notNull(),
   },
   (t) => [
-    uniqueIndex('deliveries_event_endpoint_idx').on(t.eventId, t.endpointId),
+    // Fan-out makes one delivery per event and endpoint; resends add new ones on purpose.
+    uniqueIndex('deliveries_event_endpoint_idx')
+      .on(t.eventId, t.endpointId)
+      .where(sql`${t.origin} = 'event'`),
     index('deliveries_due_idx').on(t.nextAttemptAt).where(sql`${t.status} = 'pending'`),
     index('deliveries_endpoint_idx').on(t.endpointId, t.id),
+    index('deliveries_ordering_idx')
+      .on(t.endpointId, t.orderingKey, t.eventId)
+      .where(sql`${t.status} = 'pending' and ${t.orderingKey} is not null`),
+    index('deliveries_replay_idx').on(t.replayId).where(sql`${t.replayId} is not null`),
+  ],
+);
+
+export type ReplayKind = 'recovery' | 'resend';
+export type ReplayStatus = 'running' | 'completed' | 'canceled';
+
+/**
+ * Replays that run in the background, a chunk at a time (delivery/replayer.ts): an endpoint's
+ * recovery (POST /v1/webhooks/{id}/recover) and bulk event resends (POST /v1/events/resend).
+ * The cursor makes them restart-safe: each chunk and the cursor move commit together.
+ */
+export const replays = webhooks.table(
+  'replays',
+  {
+    id: text('id').primaryKey(),
+    kind: text('kind').$type<ReplayKind>().notNull(),
+    accountId: text('account_id').notNull(),
+    livemode: boolean('livemode').notNull(),
+    /** The endpoint recovered, or the only endpoint a bulk resend goes to (null: every subscriber). */
+    endpointId: text('endpoint_id'),
+    since: ts('since').notNull(),
+    /** Bulk resend: events before this time only (null: up to its creation). */
+    until: ts('until'),
+    /** Bulk resend: events of this type only (null: every type). */
+    type: text('type'),
+    status: text('status').$type<ReplayStatus>().notNull(),
+    /** The last delivery (recovery) or event (resend) handled. */
+    cursor: text('cursor'),
+    /** Recovery: deliveries found to re-send when it began; resend: events matched. */
+    total: integer('total').notNull().default(0),
+    /** Deliveries queued so far. */
+    queued: integer('queued').notNull().default(0),
+    /** When a runner may take its next chunk (also its lease while one runs it). */
+    nextRunAt: ts('next_run_at'),
+    createdAt: ts('created_at').notNull(),
+    completedAt: ts('completed_at'),
+  },
+  (t) => [
+    index('replays_due_idx').on(t.nextRunAt).where(sql`${t.status} = 'running'`),
+    index('replays_account_idx').on(t.accountId, t.livemode, t.kind, t.id),
   ],
 );
 

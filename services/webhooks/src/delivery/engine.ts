@@ -59,6 +59,8 @@ export interface EngineOptions {
   groupCommitMs?: number;
   /** Called after an attempt wrote a notification: unhealthy, gone or warned (wakes the mailer). */
   onNotify?: (endpointId: string, transition: 'unhealthy' | 'gone' | 'warned') => void;
+  /** auto_recover: the first probe's delay after an endpoint turned unhealthy (prober.ts). */
+  probeMs?: number;
   clock?: () => Date;
 }
 
@@ -110,7 +112,12 @@ export function createEngine(opts: EngineOptions): Engine {
   let total = 0;
   let stopped = false;
 
-  const policy = { schedule: opts.schedule, warnAfterMs: opts.warnAfterMs ?? 3_600_000, leaseMs };
+  const policy = {
+    schedule: opts.schedule,
+    warnAfterMs: opts.warnAfterMs ?? 3_600_000,
+    leaseMs,
+    ...(opts.probeMs !== undefined ? { probeMs: opts.probeMs } : {}),
+  };
   /**
    * max_rate (see reserve()): per rate-limited endpoint, the start times this process reserved,
    * [next, end) every `step` ms. Known rates come with each attempt's target.

@@ -51,6 +51,8 @@ export interface RecordPolicy {
   warnAfterMs: number;
   /** The lease given to the deliveries of operational events recorded here. */
   leaseMs: number;
+  /** auto_recover: when an endpoint turning unhealthy gets its first probe (WEBHOOK_PROBE_INTERVAL). */
+  probeMs?: number;
 }
 
 export interface Recorded {
@@ -223,7 +225,13 @@ export async function recordAttempt(
     // notification is written for this transition (the mailer sends it).
     const [ep] = await tx
       .update(endpoints)
-      .set({ status: 'unhealthy', updatedAt: now })
+      .set({
+        status: 'unhealthy',
+        updatedAt: now,
+        // auto_recover: the first probe (delivery/prober.ts).
+        probes: 0,
+        probeAt: sql`case when ${endpoints.autoRecover} then ${new Date(now.getTime() + (policy.probeMs ?? 300_000))}::timestamptz end`,
+      })
       .where(and(eq(endpoints.id, a.endpointId), eq(endpoints.status, 'enabled')))
       .returning();
     if (!ep) return;

@@ -11,7 +11,7 @@ import { EVENT_TYPES } from '@mcs/kit/outbox';
 import { pageLimit, pageStart } from '@mcs/kit/resources';
 import { optionalText } from '@mcs/kit/validate';
 import { and, desc, eq, lt, ne } from 'drizzle-orm';
-import { deliveries, type EndpointStatus, endpoints } from '../db/schema.ts';
+import { deliveries, type EndpointStatus, endpoints, type Ordering } from '../db/schema.ts';
 import {
   ForbiddenTargetError,
   hostOf,
@@ -169,6 +169,16 @@ export async function targetUrl(raw: string, livemode: boolean, policy: Endpoint
   return LISTEN_URL;
 }
 
+/** Ordered delivery lands in the next change; until then it is refused rather than ignored. */
+function checkOrdering(ordering: Ordering | undefined): void {
+  if (ordering === 'per_resource') {
+    throw apiError('invalid_value', {
+      param: 'ordering',
+      message: 'ordering "per_resource" is not available yet.',
+    });
+  }
+}
+
 export interface CreateEndpointInput {
   url: string;
   events: string[];
@@ -176,6 +186,8 @@ export interface CreateEndpointInput {
   /** Default true. */
   disableOnGone?: boolean | undefined;
   maxRate?: number | undefined;
+  ordering?: Ordering | undefined;
+  autoRecover?: boolean | undefined;
 }
 
 export async function createEndpoint(
@@ -189,6 +201,7 @@ export async function createEndpoint(
   const events = validateEvents(input.events);
   const description = optionalText(input.description, 'description', 500);
   const maxRate = input.maxRate === undefined ? null : validateMaxRate(input.maxRate, false);
+  checkOrdering(input.ordering);
   const secret = newSigningSecret();
   const [row] = await tx
     .insert(endpoints)
@@ -202,6 +215,8 @@ export async function createEndpoint(
       status: 'enabled',
       disableOnGone: input.disableOnGone ?? true,
       maxRate,
+      ordering: input.ordering ?? 'none',
+      autoRecover: input.autoRecover ?? false,
       secretSealed: deps.box.seal(secret),
       createdAt: now,
       updatedAt: now,
@@ -245,6 +260,9 @@ export interface UpdateEndpointInput {
   disableOnGone?: boolean | undefined;
   /** 0 removes the limit. */
   maxRate?: number | undefined;
+  /** For deliveries recorded from now on. */
+  ordering?: Ordering | undefined;
+  autoRecover?: boolean | undefined;
 }
 
 export async function updateEndpoint(
@@ -267,7 +285,15 @@ export async function updateEndpoint(
   if (input.maxRate !== undefined) patch.maxRate = validateMaxRate(input.maxRate, true);
   // Disabling a disabled endpoint keeps its reason (a "gone" one stays gone).
   if (input.disabled === true && current.status !== 'disabled') {
-    Object.assign(patch, { status: 'disabled', disabledReason: 'manual' });
+    Object.assign(patch, { status: 'disabled', disabledReason: 'manual', probeAt: null });
+  }
+  checkOrdering(input.ordering);
+  if (input.ordering !== undefined) patch.ordering = input.ordering;
+  if (input.autoRecover !== undefined) {
+    patch.autoRecover = input.autoRecover;
+    // Turned on while unhealthy: the first probe is due now; turned off: none is.
+    if (input.autoRecover && current.status === 'unhealthy' && current.probeAt === null) patch.probeAt = now;
+    if (!input.autoRecover) patch.probeAt = null;
   }
   if (input.disabled === false && current.status !== 'enabled') Object.assign(patch, ENABLED);
   const [row] = await tx.update(endpoints).set(patch).where(eq(endpoints.id, current.id)).returning();
@@ -287,6 +313,8 @@ const ENABLED = {
   lastError: null,
   warnedAt: null,
   pausedUntil: null,
+  probeAt: null,
+  probes: 0,
 } as const;
 
 /**

@@ -11,7 +11,7 @@ import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { Tx } from '@mcs/kit/db';
 import { newId } from '@mcs/kit/ids';
 import { events as eventsProto, webhooks } from '@mcs/proto';
-import type { EndpointStatus } from '../db/schema.ts';
+import type { EndpointStatus, Ordering } from '../db/schema.ts';
 import type { Endpoint } from './endpoints.ts';
 import { type QueuedDelivery, recordEvents } from './fanout.ts';
 
@@ -20,6 +20,11 @@ const STATUS = {
   unhealthy: webhooks.EndpointStatus.UNHEALTHY,
   disabled: webhooks.EndpointStatus.DISABLED,
 } as const satisfies Record<EndpointStatus, webhooks.EndpointStatus>;
+
+const ORDERING = {
+  none: webhooks.EndpointOrdering.NONE,
+  per_resource: webhooks.EndpointOrdering.PER_RESOURCE,
+} as const satisfies Record<Ordering, webhooks.EndpointOrdering>;
 
 const REASON = {
   gone: webhooks.DisabledReason.GONE,
@@ -41,6 +46,8 @@ export function endpointResource(e: Endpoint, secret?: string): webhooks.Webhook
     ...(e.lastError !== null ? { lastError: e.lastError } : {}),
     disableOnGone: e.disableOnGone,
     ...(e.maxRate !== null ? { maxRate: e.maxRate } : {}),
+    ordering: ORDERING[e.ordering],
+    autoRecover: e.autoRecover,
     ...(secret !== undefined ? { secret } : {}),
     livemode: e.livemode,
     createdAt: timestampFromDate(e.createdAt),

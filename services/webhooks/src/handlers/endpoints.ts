@@ -1,13 +1,13 @@
 // WebhookEndpointService over Connect: decode, call the domain, encode.
 import { create, type Message } from '@bufbuild/protobuf';
-import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import { timestampDate, timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import { type Caller, callerOf } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
 import { writeKeyed } from '@mcs/kit/idempotency';
 import { eventTypeName } from '@mcs/kit/outbox';
 import { webhooks } from '@mcs/proto';
-import type { DeliveryStatus } from '../db/schema.ts';
+import type { DeliveryStatus, Ordering } from '../db/schema.ts';
 import type { Deps } from '../deps.ts';
 import {
   type Delivery,
@@ -28,6 +28,7 @@ import {
 import type { QueuedDelivery } from '../domain/fanout.ts';
 import { endpointStats } from '../domain/insights.ts';
 import { endpointResource } from '../domain/operational.ts';
+import { getReplay, type Replay, type ReplayCounts, replayCounts, startRecovery } from '../domain/replays.ts';
 
 const DELIVERY_STATUS = {
   pending: webhooks.DeliveryStatus.PENDING,
@@ -35,6 +36,45 @@ const DELIVERY_STATUS = {
   failed: webhooks.DeliveryStatus.FAILED,
   skipped: webhooks.DeliveryStatus.SKIPPED,
 } as const satisfies Record<DeliveryStatus, webhooks.DeliveryStatus>;
+
+function orderingOf(value: webhooks.EndpointOrdering | undefined): Ordering | undefined {
+  switch (value) {
+    case webhooks.EndpointOrdering.NONE:
+      return 'none';
+    case webhooks.EndpointOrdering.PER_RESOURCE:
+      return 'per_resource';
+    default:
+      return undefined;
+  }
+}
+
+const REPLAY_STATUS = {
+  running: webhooks.ReplayStatus.RUNNING,
+  completed: webhooks.ReplayStatus.COMPLETED,
+  canceled: webhooks.ReplayStatus.CANCELED,
+} as const;
+
+/** The fields a recovery and a bulk resend share. */
+export function replayFields(r: Replay, counts: ReplayCounts) {
+  return {
+    id: r.id,
+    since: timestampFromDate(r.since),
+    status: REPLAY_STATUS[r.status],
+    total: r.total,
+    queued: r.queued,
+    deliveries: create(webhooks.ReplayCountsSchema, counts),
+    livemode: r.livemode,
+    createdAt: timestampFromDate(r.createdAt),
+    ...(r.completedAt !== null ? { completedAt: timestampFromDate(r.completedAt) } : {}),
+  };
+}
+
+export function toProtoRecovery(r: Replay, counts: ReplayCounts): webhooks.WebhookRecovery {
+  return create(webhooks.WebhookRecoverySchema, {
+    ...replayFields(r, counts),
+    webhookEndpoint: r.endpointId ?? '',
+  });
+}
 
 function deliveryStatusOf(value: webhooks.DeliveryStatus | undefined): DeliveryStatus | undefined {
   switch (value) {
@@ -100,6 +140,8 @@ export function endpointHandlers(deps: Deps): ServiceImpl<typeof webhooks.Webhoo
           description: req.description,
           disableOnGone: req.disableOnGone,
           maxRate: req.maxRate,
+          ordering: orderingOf(req.ordering),
+          autoRecover: req.autoRecover,
         };
         const { endpoint, secret } = await createEndpoint(tx, caller, input, deps);
         return toProtoEndpoint(endpoint, secret);
@@ -131,6 +173,8 @@ export function endpointHandlers(deps: Deps): ServiceImpl<typeof webhooks.Webhoo
           disabled: req.disabled,
           disableOnGone: req.disableOnGone,
           maxRate: req.maxRate,
+          ordering: orderingOf(req.ordering),
+          autoRecover: req.autoRecover,
         };
         return toProtoEndpoint(await updateEndpoint(tx, caller, req.id, input, deps, new Date(), sink));
       });
@@ -209,6 +253,26 @@ export function endpointHandlers(deps: Deps): ServiceImpl<typeof webhooks.Webhoo
         p99Ms: stats.p99,
         attempts: stats.attempts,
       });
+    },
+    async recoverWebhookEndpoint(req, ctx) {
+      const caller = callerOf(ctx);
+      const since = req.since ? timestampDate(req.since) : undefined;
+      // webhook_endpoint.enabled, when it re-enables the endpoint: queued after commit.
+      const sink = { leaseMs: deps.queue.leaseMs, queued: [] as QueuedDelivery[] };
+      const answer = await write(ctx, caller, async (tx) => {
+        sink.queued.length = 0; // a retried transaction starts over
+        const { replay } = await startRecovery(tx, caller, req.id, since, new Date(), sink);
+        return toProtoRecovery(replay, await replayCounts(tx, replay.id));
+      });
+      if (sink.queued.length > 0) deps.queue.enqueue(sink.queued);
+      deps.replays.wake();
+      return answer;
+    },
+    async getWebhookRecovery(req, ctx) {
+      const caller = callerOf(ctx);
+      await getEndpoint(db, caller, req.id);
+      const replay = await getReplay(db, caller, 'recovery', req.recovery, req.id);
+      return toProtoRecovery(replay, await replayCounts(db, replay.id));
     },
   };
 }

@@ -34,6 +34,7 @@ beforeAll(async () => {
     policy: { allowHttp: false, allowPrivate: true },
     queue: { leaseMs: 5_000, enqueue: (items) => queued.push(...items) },
     schedule: [30_000, 300_000],
+    replays: { rate: 100, wake: () => {} },
   };
   server = await startConnectServer({
     routes: routes(deps),
@@ -95,6 +96,8 @@ describe('WebhookEndpointService in memory', () => {
       'last_error',
       'disable_on_gone',
       'max_rate',
+      'ordering',
+      'auto_recover',
       'secret',
       'livemode',
       'created_at',
@@ -107,6 +110,8 @@ describe('WebhookEndpointService in memory', () => {
       last_error: null,
       disable_on_gone: true,
       max_rate: null,
+      ordering: 'none',
+      auto_recover: false,
     });
 
     const disabled = await c.updateWebhookEndpoint({ id: made.id, disabled: true }, { headers });

@@ -79,6 +79,21 @@ export declare type WebhookEndpoint = Message<"mcs.webhooks.v1.WebhookEndpoint">
   maxRate?: number | undefined;
 
   /**
+   * "none" (default) or "per_resource".
+   *
+   * @generated from field: mcs.webhooks.v1.EndpointOrdering ordering = 30;
+   */
+  ordering: EndpointOrdering;
+
+  /**
+   * While unhealthy, it gets a probe (a signed `ping` event) on a backoff; a 2xx answer
+   * re-enables it and replays its backlog (as POST /v1/webhooks/{id}/recover would).
+   *
+   * @generated from field: bool auto_recover = 31;
+   */
+  autoRecover: boolean;
+
+  /**
    * Shown only in the answer that creates the endpoint (or rotates its secret).
    *
    * @generated from field: optional string secret = 6;
@@ -135,6 +150,38 @@ export enum EndpointStatus {
  * Describes the enum mcs.webhooks.v1.EndpointStatus.
  */
 export declare const EndpointStatusSchema: GenEnum<EndpointStatus>;
+
+/**
+ * How an endpoint's deliveries are ordered.
+ *
+ * @generated from enum mcs.webhooks.v1.EndpointOrdering
+ */
+export enum EndpointOrdering {
+  /**
+   * @generated from enum value: ENDPOINT_ORDERING_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Unordered (the default, and the fastest): every delivery goes out as soon as it can.
+   *
+   * @generated from enum value: ENDPOINT_ORDERING_NONE = 1;
+   */
+  NONE = 1,
+
+  /**
+   * The events of one resource (e.g. one order) are delivered one at a time, in the order they
+   * happened; a delivery waiting for its retry holds back the later events of its resource only.
+   *
+   * @generated from enum value: ENDPOINT_ORDERING_PER_RESOURCE = 2;
+   */
+  PER_RESOURCE = 2,
+}
+
+/**
+ * Describes the enum mcs.webhooks.v1.EndpointOrdering.
+ */
+export declare const EndpointOrderingSchema: GenEnum<EndpointOrdering>;
 
 /**
  * Why an endpoint is disabled.

@@ -7,7 +7,7 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
-import type { WebhookEndpoint, WebhookEndpointSchema } from "./endpoint_pb.js";
+import type { EndpointOrdering, WebhookEndpoint, WebhookEndpointSchema } from "./endpoint_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import type { Event, EventSchema, EventType } from "../../events/v1/events_pb.js";
 
@@ -71,6 +71,20 @@ export declare type CreateWebhookEndpointRequest = Message<"mcs.webhooks.v1.Crea
    * @generated from field: optional int32 max_rate = 5;
    */
   maxRate?: number | undefined;
+
+  /**
+   * Default "none".
+   *
+   * @generated from field: optional mcs.webhooks.v1.EndpointOrdering ordering = 20;
+   */
+  ordering?: EndpointOrdering | undefined;
+
+  /**
+   * Default false.
+   *
+   * @generated from field: optional bool auto_recover = 21;
+   */
+  autoRecover?: boolean | undefined;
 };
 
 /**
@@ -184,6 +198,18 @@ export declare type UpdateWebhookEndpointRequest = Message<"mcs.webhooks.v1.Upda
    * @generated from field: optional int32 max_rate = 7;
    */
   maxRate?: number | undefined;
+
+  /**
+   * Applies to deliveries recorded from now on.
+   *
+   * @generated from field: optional mcs.webhooks.v1.EndpointOrdering ordering = 20;
+   */
+  ordering?: EndpointOrdering | undefined;
+
+  /**
+   * @generated from field: optional bool auto_recover = 21;
+   */
+  autoRecover?: boolean | undefined;
 };
 
 /**
@@ -223,6 +249,156 @@ export declare type EnableWebhookEndpointRequest = Message<"mcs.webhooks.v1.Enab
  * Use `create(EnableWebhookEndpointRequestSchema)` to create a new message.
  */
 export declare const EnableWebhookEndpointRequestSchema: GenMessage<EnableWebhookEndpointRequest>;
+
+/**
+ * @generated from message mcs.webhooks.v1.RecoverWebhookEndpointRequest
+ */
+export declare type RecoverWebhookEndpointRequest = Message<"mcs.webhooks.v1.RecoverWebhookEndpointRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * Deliveries of events since then (ISO 8601) that failed or were skipped are sent again.
+   *
+   * @generated from field: google.protobuf.Timestamp since = 2;
+   */
+  since?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message mcs.webhooks.v1.RecoverWebhookEndpointRequest.
+ * Use `create(RecoverWebhookEndpointRequestSchema)` to create a new message.
+ */
+export declare const RecoverWebhookEndpointRequestSchema: GenMessage<RecoverWebhookEndpointRequest>;
+
+/**
+ * @generated from message mcs.webhooks.v1.GetWebhookRecoveryRequest
+ */
+export declare type GetWebhookRecoveryRequest = Message<"mcs.webhooks.v1.GetWebhookRecoveryRequest"> & {
+  /**
+   * The endpoint's id.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string recovery = 2;
+   */
+  recovery: string;
+};
+
+/**
+ * Describes the message mcs.webhooks.v1.GetWebhookRecoveryRequest.
+ * Use `create(GetWebhookRecoveryRequestSchema)` to create a new message.
+ */
+export declare const GetWebhookRecoveryRequestSchema: GenMessage<GetWebhookRecoveryRequest>;
+
+/**
+ * Where the deliveries a replay queued stand now.
+ *
+ * @generated from message mcs.webhooks.v1.ReplayCounts
+ */
+export declare type ReplayCounts = Message<"mcs.webhooks.v1.ReplayCounts"> & {
+  /**
+   * @generated from field: int32 pending = 1;
+   */
+  pending: number;
+
+  /**
+   * @generated from field: int32 succeeded = 2;
+   */
+  succeeded: number;
+
+  /**
+   * @generated from field: int32 failed = 3;
+   */
+  failed: number;
+
+  /**
+   * @generated from field: int32 skipped = 4;
+   */
+  skipped: number;
+};
+
+/**
+ * Describes the message mcs.webhooks.v1.ReplayCounts.
+ * Use `create(ReplayCountsSchema)` to create a new message.
+ */
+export declare const ReplayCountsSchema: GenMessage<ReplayCounts>;
+
+/**
+ * A recovery: an endpoint's failed and skipped deliveries since a time, sent again.
+ *
+ * @generated from message mcs.webhooks.v1.WebhookRecovery
+ */
+export declare type WebhookRecovery = Message<"mcs.webhooks.v1.WebhookRecovery"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The endpoint's id.
+   *
+   * @generated from field: string webhook_endpoint = 2;
+   */
+  webhookEndpoint: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp since = 3;
+   */
+  since?: Timestamp | undefined;
+
+  /**
+   * @generated from field: mcs.webhooks.v1.ReplayStatus status = 4;
+   */
+  status: ReplayStatus;
+
+  /**
+   * Deliveries found to send again when it began.
+   *
+   * @generated from field: int32 total = 5;
+   */
+  total: number;
+
+  /**
+   * Deliveries queued so far (it queues them at WEBHOOK_REPLAY_RATE per second).
+   *
+   * @generated from field: int32 queued = 6;
+   */
+  queued: number;
+
+  /**
+   * The queued deliveries by their status now.
+   *
+   * @generated from field: mcs.webhooks.v1.ReplayCounts deliveries = 7;
+   */
+  deliveries?: ReplayCounts | undefined;
+
+  /**
+   * @generated from field: bool livemode = 8;
+   */
+  livemode: boolean;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 9;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp completed_at = 10;
+   */
+  completedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message mcs.webhooks.v1.WebhookRecovery.
+ * Use `create(WebhookRecoverySchema)` to create a new message.
+ */
+export declare const WebhookRecoverySchema: GenMessage<WebhookRecovery>;
 
 /**
  * @generated from message mcs.webhooks.v1.RotateWebhookEndpointSecretRequest
@@ -652,6 +828,221 @@ export declare type ListEventDeliveriesResponse = Message<"mcs.webhooks.v1.ListE
 export declare const ListEventDeliveriesResponseSchema: GenMessage<ListEventDeliveriesResponse>;
 
 /**
+ * @generated from message mcs.webhooks.v1.ResendEventRequest
+ */
+export declare type ResendEventRequest = Message<"mcs.webhooks.v1.ResendEventRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * Only to this endpoint (which must be enabled and subscribe to the event's type); absent:
+   * to every enabled endpoint subscribed to it.
+   *
+   * @generated from field: optional string endpoint = 2;
+   */
+  endpoint?: string | undefined;
+};
+
+/**
+ * Describes the message mcs.webhooks.v1.ResendEventRequest.
+ * Use `create(ResendEventRequestSchema)` to create a new message.
+ */
+export declare const ResendEventRequestSchema: GenMessage<ResendEventRequest>;
+
+/**
+ * The new deliveries of a resent event, one per endpoint.
+ *
+ * @generated from message mcs.webhooks.v1.ResendEventResponse
+ */
+export declare type ResendEventResponse = Message<"mcs.webhooks.v1.ResendEventResponse"> & {
+  /**
+   * @generated from field: repeated mcs.webhooks.v1.WebhookDelivery data = 1;
+   */
+  data: WebhookDelivery[];
+
+  /**
+   * @generated from field: bool has_more = 2;
+   */
+  hasMore: boolean;
+};
+
+/**
+ * Describes the message mcs.webhooks.v1.ResendEventResponse.
+ * Use `create(ResendEventResponseSchema)` to create a new message.
+ */
+export declare const ResendEventResponseSchema: GenMessage<ResendEventResponse>;
+
+/**
+ * @generated from message mcs.webhooks.v1.ResendEventsRequest
+ */
+export declare type ResendEventsRequest = Message<"mcs.webhooks.v1.ResendEventsRequest"> & {
+  /**
+   * Events created at or after this time (ISO 8601)...
+   *
+   * @generated from field: google.protobuf.Timestamp since = 1;
+   */
+  since?: Timestamp | undefined;
+
+  /**
+   * ...and before this one (default: now).
+   *
+   * @generated from field: google.protobuf.Timestamp until = 2;
+   */
+  until?: Timestamp | undefined;
+
+  /**
+   * Only events of this type.
+   *
+   * @generated from field: optional mcs.events.v1.EventType type = 3;
+   */
+  type?: EventType | undefined;
+
+  /**
+   * Only to this endpoint; absent: to every enabled endpoint subscribed to each event.
+   *
+   * @generated from field: optional string endpoint = 4;
+   */
+  endpoint?: string | undefined;
+};
+
+/**
+ * Describes the message mcs.webhooks.v1.ResendEventsRequest.
+ * Use `create(ResendEventsRequestSchema)` to create a new message.
+ */
+export declare const ResendEventsRequestSchema: GenMessage<ResendEventsRequest>;
+
+/**
+ * @generated from message mcs.webhooks.v1.GetEventResendRequest
+ */
+export declare type GetEventResendRequest = Message<"mcs.webhooks.v1.GetEventResendRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message mcs.webhooks.v1.GetEventResendRequest.
+ * Use `create(GetEventResendRequestSchema)` to create a new message.
+ */
+export declare const GetEventResendRequestSchema: GenMessage<GetEventResendRequest>;
+
+/**
+ * A bulk resend: the events of a time range (and type) delivered again, in the background.
+ *
+ * @generated from message mcs.webhooks.v1.EventResend
+ */
+export declare type EventResend = Message<"mcs.webhooks.v1.EventResend"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp since = 2;
+   */
+  since?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp until = 3;
+   */
+  until?: Timestamp | undefined;
+
+  /**
+   * @generated from field: optional mcs.events.v1.EventType type = 4;
+   */
+  type?: EventType | undefined;
+
+  /**
+   * @generated from field: optional string webhook_endpoint = 5;
+   */
+  webhookEndpoint?: string | undefined;
+
+  /**
+   * @generated from field: mcs.webhooks.v1.ReplayStatus status = 6;
+   */
+  status: ReplayStatus;
+
+  /**
+   * Events in the range when it began.
+   *
+   * @generated from field: int32 total = 7;
+   */
+  total: number;
+
+  /**
+   * New deliveries queued so far (it queues them at WEBHOOK_REPLAY_RATE per second).
+   *
+   * @generated from field: int32 queued = 8;
+   */
+  queued: number;
+
+  /**
+   * @generated from field: mcs.webhooks.v1.ReplayCounts deliveries = 9;
+   */
+  deliveries?: ReplayCounts | undefined;
+
+  /**
+   * @generated from field: bool livemode = 10;
+   */
+  livemode: boolean;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 11;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp completed_at = 12;
+   */
+  completedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message mcs.webhooks.v1.EventResend.
+ * Use `create(EventResendSchema)` to create a new message.
+ */
+export declare const EventResendSchema: GenMessage<EventResend>;
+
+/**
+ * @generated from enum mcs.webhooks.v1.ReplayStatus
+ */
+export enum ReplayStatus {
+  /**
+   * @generated from enum value: REPLAY_STATUS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Still queueing deliveries, a chunk at a time.
+   *
+   * @generated from enum value: REPLAY_STATUS_RUNNING = 1;
+   */
+  RUNNING = 1,
+
+  /**
+   * Every matching delivery was queued (the counts show how they are doing).
+   *
+   * @generated from enum value: REPLAY_STATUS_COMPLETED = 2;
+   */
+  COMPLETED = 2,
+
+  /**
+   * Stopped early: the endpoint was deleted, disabled or turned unhealthy again.
+   *
+   * @generated from enum value: REPLAY_STATUS_CANCELED = 3;
+   */
+  CANCELED = 3,
+}
+
+/**
+ * Describes the enum mcs.webhooks.v1.ReplayStatus.
+ */
+export declare const ReplayStatusSchema: GenEnum<ReplayStatus>;
+
+/**
  * @generated from enum mcs.webhooks.v1.DeliveryStatus
  */
 export enum DeliveryStatus {
@@ -800,6 +1191,25 @@ export declare const WebhookEndpointService: GenService<{
     input: typeof GetWebhookEndpointStatsRequestSchema;
     output: typeof WebhookEndpointStatsSchema;
   },
+  /**
+   * Re-enables the endpoint if needed and sends again its deliveries of events since `since`
+   * that failed or were skipped, in the background; the answer (and GET of it) shows progress.
+   *
+   * @generated from rpc mcs.webhooks.v1.WebhookEndpointService.RecoverWebhookEndpoint
+   */
+  recoverWebhookEndpoint: {
+    methodKind: "unary";
+    input: typeof RecoverWebhookEndpointRequestSchema;
+    output: typeof WebhookRecoverySchema;
+  },
+  /**
+   * @generated from rpc mcs.webhooks.v1.WebhookEndpointService.GetWebhookRecovery
+   */
+  getWebhookRecovery: {
+    methodKind: "unary";
+    input: typeof GetWebhookRecoveryRequestSchema;
+    output: typeof WebhookRecoverySchema;
+  },
 }>;
 
 /**
@@ -833,6 +1243,35 @@ export declare const EventService: GenService<{
     methodKind: "unary";
     input: typeof ListEventDeliveriesRequestSchema;
     output: typeof ListEventDeliveriesResponseSchema;
+  },
+  /**
+   * Delivers the event again: a new delivery per endpoint (or to the one named).
+   *
+   * @generated from rpc mcs.webhooks.v1.EventService.ResendEvent
+   */
+  resendEvent: {
+    methodKind: "unary";
+    input: typeof ResendEventRequestSchema;
+    output: typeof ResendEventResponseSchema;
+  },
+  /**
+   * Delivers the events of a time range (and type) again, in the background and rate-limited:
+   * one bulk resend runs at a time per account and mode.
+   *
+   * @generated from rpc mcs.webhooks.v1.EventService.ResendEvents
+   */
+  resendEvents: {
+    methodKind: "unary";
+    input: typeof ResendEventsRequestSchema;
+    output: typeof EventResendSchema;
+  },
+  /**
+   * @generated from rpc mcs.webhooks.v1.EventService.GetEventResend
+   */
+  getEventResend: {
+    methodKind: "unary";
+    input: typeof GetEventResendRequestSchema;
+    output: typeof EventResendSchema;
   },
 }>;
 

@@ -1,0 +1,368 @@
+// Sending again what an endpoint missed, through the public API against real HTTPS receivers:
+// recovery with replay (POST /v1/webhooks/{id}/recover, its progress, auto_recover's probe),
+// event resends (one event, and a bulk resend by time range and type, rate-limited), and
+// ordered delivery per resource. Every re-send is checked at the receiver (signature, event id)
+// and in the delivery list (no duplicate rows).
+import {
+  type AccountKeys,
+  createTestCerts,
+  type Receiver,
+  type Stack,
+  startReceiver,
+  startStack,
+  type TestCerts,
+} from '@mcs/testkit';
+import { verifyWebhook } from '@mcs/webhook-verify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const GAP_MS = 200;
+let stack: Stack;
+let certs: TestCerts;
+const receivers: Receiver[] = [];
+
+beforeAll(async () => {
+  certs = createTestCerts();
+  stack = await startStack({
+    env: {
+      NODE_EXTRA_CA_CERTS: certs.caFile,
+      WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
+      WEBHOOK_RETRY_SCHEDULE: Array(5).fill(`${GAP_MS}ms`).join(','),
+      WEBHOOK_TIMEOUT: '1s',
+      WEBHOOK_LEASE_MARGIN: '1s',
+      // Slow enough that a replay of a few deliveries is seen running.
+      WEBHOOK_REPLAY_RATE: '2',
+      WEBHOOK_PROBE_INTERVAL: '300ms',
+    },
+  });
+});
+
+afterAll(async () => {
+  await stack?.stop();
+  await Promise.all(receivers.map((r) => r.close()));
+});
+
+async function receiver(): Promise<Receiver> {
+  const r = await startReceiver({ certs });
+  receivers.push(r);
+  return r;
+}
+
+interface Res {
+  status: number;
+  headers: Headers;
+  text: string;
+  json: Record<string, any>;
+}
+
+const api = (key: string, method: string, path: string, body?: unknown): Promise<Res> =>
+  stack.api(key, method, path, body) as Promise<Res>;
+
+function ok(res: Res): Record<string, any> {
+  expect(res.status, res.text).toBe(200);
+  return res.json;
+}
+
+const newOrder = (key: string) =>
+  api(key, 'POST', '/v1/orders', {
+    customer: { name: 'Ada Lovelace', phone: '+4915112345678' },
+    currency: 'EUR',
+    items: [{ name: 'Tea', unit_amount: 450, quantity: 2 }],
+  }).then(ok);
+
+async function until<T>(fn: () => Promise<T | undefined | false>, timeoutMs = 15_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function endpointAt(keys: AccountKeys, url: string, events: string[] = ['order.created'], extra = {}) {
+  const ep = ok(await api(keys.secret_key, 'POST', '/v1/webhooks', { url, events, ...extra }));
+  return { id: ep.id as string, secret: ep.secret as string, created: ep };
+}
+
+const deliveriesOf = async (keys: AccountKeys, id: string) =>
+  ok(await api(keys.secret_key, 'GET', `/v1/webhooks/${id}/deliveries?limit=100`)).data as Array<
+    Record<string, any>
+  >;
+
+const eventIds = (got: { body: string }[]) => got.map((g) => JSON.parse(g.body).id as string);
+
+/** Makes `r` fail until the endpoint turns unhealthy; returns the failed order's event id. */
+async function makeUnhealthy(keys: AccountKeys, r: Receiver, epId: string) {
+  const before = r.received.length;
+  r.reply = () => ({ status: 500, body: 'down' });
+  await newOrder(keys.secret_key);
+  await r.waitFor(before + 6, 15_000);
+  await until(
+    async () => ok(await api(keys.secret_key, 'GET', `/v1/webhooks/${epId}`)).status === 'unhealthy',
+  );
+}
+
+describe('recovery with replay', () => {
+  it('re-enables the endpoint and re-sends what failed or was skipped since a time, with progress', async () => {
+    const keys = await stack.createAccount();
+    const r = await receiver();
+    const ep = await endpointAt(keys, r.url);
+    expect(ep.created).toMatchObject({ ordering: 'none', auto_recover: false });
+
+    // One success first: it is not sent again.
+    await newOrder(keys.secret_key);
+    await r.waitFor(1);
+    await makeUnhealthy(keys, r, ep.id);
+    const failedEvent = JSON.parse(r.received.at(-1)!.body).id as string;
+    await sleep(20);
+    const cut = new Date().toISOString();
+    await sleep(20);
+    // Three events while unhealthy: recorded as skipped, nothing sent.
+    for (let i = 0; i < 3; i++) await newOrder(keys.secret_key);
+    await until(
+      async () => (await deliveriesOf(keys, ep.id)).filter((d) => d.status === 'skipped').length === 3,
+    );
+    const sent = r.received.length;
+    expect(sent).toBe(7);
+
+    // Bad input is refused clearly.
+    const missing = await api(keys.secret_key, 'POST', `/v1/webhooks/${ep.id}/recover`, {});
+    expect(missing.status).toBe(400);
+    expect(missing.json.error).toMatchObject({ code: 'missing_required_field', param: 'since' });
+    const garbled = await api(keys.secret_key, 'POST', `/v1/webhooks/${ep.id}/recover`, {
+      since: 'yesterday',
+    });
+    expect(garbled.status).toBe(400);
+    expect(garbled.json.error).toMatchObject({ code: 'invalid_type', param: 'since' });
+    const future = await api(keys.secret_key, 'POST', `/v1/webhooks/${ep.id}/recover`, {
+      since: new Date(Date.now() + 60_000).toISOString(),
+    });
+    expect(future.status).toBe(400);
+    expect(future.json.error).toMatchObject({ code: 'invalid_value', param: 'since' });
+    expect((await api(keys.secret_key, 'POST', '/v1/webhooks/we_nope/recover', { since: cut })).status).toBe(
+      404,
+    );
+    expect(await deliveriesOf(keys, ep.id).then((l) => l.filter((d) => d.status === 'skipped').length)).toBe(
+      3,
+    );
+
+    // Since `cut`: the three skipped ones, not the failed one before it.
+    r.reply = () => ({ status: 200, body: 'back' });
+    const rec = ok(await api(keys.secret_key, 'POST', `/v1/webhooks/${ep.id}/recover`, { since: cut }));
+    expect(rec).toMatchObject({
+      object: 'recovery',
+      webhook_endpoint: ep.id,
+      since: cut,
+      status: 'running',
+      total: 3,
+      livemode: false,
+      completed_at: null,
+    });
+    expect(rec.id).toMatch(/^rcv_/);
+    expect(ok(await api(keys.secret_key, 'GET', `/v1/webhooks/${ep.id}`))).toMatchObject({
+      status: 'enabled',
+      failing_since: null,
+    });
+
+    // Progress is visible while it runs (2 a second here), and it ends completed.
+    const seen = new Set<number>();
+    const done = await until(async () => {
+      const now = ok(await api(keys.secret_key, 'GET', `/v1/webhooks/${ep.id}/recoveries/${rec.id}`));
+      seen.add(now.queued);
+      return now.status === 'completed' && now.deliveries.succeeded === 3 && now;
+    });
+    expect(done).toMatchObject({ object: 'recovery', id: rec.id, total: 3, queued: 3 });
+    expect(done.deliveries).toEqual({ pending: 0, succeeded: 3, failed: 0, skipped: 0 });
+    expect(new Date(done.completed_at).getTime()).toBeGreaterThanOrEqual(new Date(rec.created_at).getTime());
+    expect(seen.size).toBeGreaterThan(1);
+
+    const got = r.received.slice(sent);
+    expect(got).toHaveLength(3);
+    for (const g of got) expect(verifyWebhook(ep.secret, g.body, g.headers).type).toBe('order.created');
+    const list = await deliveriesOf(keys, ep.id);
+    // No new rows: 1 succeeded + 1 failed + 3 recovered.
+    expect(list).toHaveLength(5);
+    expect(new Set(list.map((d) => d.event)).size).toBe(5);
+    expect(list.filter((d) => d.status === 'succeeded')).toHaveLength(4);
+    expect(list.find((d) => d.event === failedEvent)).toMatchObject({ status: 'failed', attempt_count: 6 });
+    expect(new Set(eventIds(got))).toEqual(
+      new Set(
+        list.filter((d) => d.attempt_count === 1 && d.event !== eventIds(r.received)[0]).map((d) => d.event),
+      ),
+    );
+    expect((await api(keys.secret_key, 'GET', `/v1/webhooks/${ep.id}/recoveries/rcv_nope`)).status).toBe(404);
+
+    // Again from before the failure: only the failed one is left to send.
+    const again = ok(
+      await api(keys.secret_key, 'POST', `/v1/webhooks/${ep.id}/recover`, {
+        since: new Date(Date.now() - 60_000).toISOString(),
+      }),
+    );
+    expect(again.total).toBe(1);
+    const [last] = (await r.waitFor(sent + 4)).slice(sent + 3);
+    expect(JSON.parse(last!.body).id).toBe(failedEvent);
+    await until(async () => (await deliveriesOf(keys, ep.id)).every((d) => d.status === 'succeeded'));
+    expect(await deliveriesOf(keys, ep.id)).toHaveLength(5);
+  });
+
+  it('auto_recover: probes an unhealthy endpoint with a signed ping, re-enables it on 2xx and replays its backlog', async () => {
+    const keys = await stack.createAccount();
+    const r = await receiver();
+    const ep = await endpointAt(keys, r.url, ['order.created'], { auto_recover: true });
+    expect(ep.created.auto_recover).toBe(true);
+    await makeUnhealthy(keys, r, ep.id);
+    const failedEvent = JSON.parse(r.received.at(-1)!.body).id as string;
+    await newOrder(keys.secret_key);
+    await until(async () => (await deliveriesOf(keys, ep.id)).some((d) => d.status === 'skipped'));
+
+    // Probes fail while the receiver is down (backing off), then one succeeds.
+    let probes = 0;
+    r.reply = (req) => {
+      const body = JSON.parse(req.body);
+      if (body.type === 'ping') {
+        probes++;
+        return probes < 3 ? { status: 503 } : { status: 200 };
+      }
+      return { status: 200 };
+    };
+    await until(
+      async () => ok(await api(keys.secret_key, 'GET', `/v1/webhooks/${ep.id}`)).status === 'enabled',
+    );
+    const pings = r.received.filter((g) => JSON.parse(g.body).type === 'ping');
+    expect(pings).toHaveLength(3);
+    for (const p of pings) {
+      const ping = verifyWebhook(ep.secret, p.body, p.headers) as Record<string, any>;
+      expect(ping).toMatchObject({
+        object: 'event',
+        type: 'ping',
+        data: { object: 'webhook_endpoint', id: ep.id },
+      });
+    }
+    const gaps = pings.slice(1).map((p, i) => p.at - pings[i]!.at);
+    expect(gaps[1]!).toBeGreaterThan(gaps[0]! * 1.5);
+
+    // The backlog (the failed delivery and the skipped one) is replayed.
+    await until(async () => (await deliveriesOf(keys, ep.id)).every((d) => d.status === 'succeeded'));
+    const list = await deliveriesOf(keys, ep.id);
+    expect(list).toHaveLength(2);
+    expect(list.map((d) => d.event)).toContain(failedEvent);
+  });
+});
+
+describe('event resend', () => {
+  it('re-delivers one event: a new delivery per endpoint, or to the one named', async () => {
+    const keys = await stack.createAccount();
+    const a = await receiver();
+    const b = await receiver();
+    const c = await receiver();
+    const epA = await endpointAt(keys, a.url, ['*']);
+    const epB = await endpointAt(keys, b.url, ['order.created']);
+    const epC = await endpointAt(keys, c.url, ['product.created']);
+    await newOrder(keys.secret_key);
+    const [first] = await a.waitFor(1);
+    await b.waitFor(1);
+    const eventId = JSON.parse(first!.body).id as string;
+
+    const all = ok(await api(keys.secret_key, 'POST', `/v1/events/${eventId}/resend`));
+    expect(all.object).toBe('list');
+    expect(all.data).toHaveLength(2);
+    expect(new Set(all.data.map((d: any) => d.webhook_endpoint))).toEqual(new Set([epA.id, epB.id]));
+    for (const d of all.data) {
+      expect(d).toMatchObject({
+        object: 'webhook_delivery',
+        event: eventId,
+        event_type: 'order.created',
+        status: 'pending',
+      });
+    }
+    const [, againA] = await a.waitFor(2);
+    const [, againB] = await b.waitFor(2);
+    expect(againA!.body).toBe(first!.body);
+    expect(verifyWebhook(epA.secret, againA!.body, againA!.headers).id).toBe(eventId);
+    expect(verifyWebhook(epB.secret, againB!.body, againB!.headers).id).toBe(eventId);
+
+    const one = ok(await api(keys.secret_key, 'POST', `/v1/events/${eventId}/resend`, { endpoint: epB.id }));
+    expect(one.data).toHaveLength(1);
+    expect(one.data[0]).toMatchObject({ webhook_endpoint: epB.id });
+    await b.waitFor(3);
+    await sleep(300);
+    expect(a.received).toHaveLength(2);
+    expect(c.received).toHaveLength(0);
+
+    const notSubscribed = await api(keys.secret_key, 'POST', `/v1/events/${eventId}/resend`, {
+      endpoint: epC.id,
+    });
+    expect(notSubscribed.status).toBe(400);
+    expect(notSubscribed.json.error).toMatchObject({ code: 'invalid_value', param: 'endpoint' });
+    const noEndpoint = await api(keys.secret_key, 'POST', `/v1/events/${eventId}/resend`, {
+      endpoint: 'we_nope',
+    });
+    expect(noEndpoint.status).toBe(404);
+    expect(noEndpoint.json.error).toMatchObject({ code: 'resource_missing', param: 'endpoint' });
+    expect((await api(keys.secret_key, 'POST', '/v1/events/evt_nope/resend')).status).toBe(404);
+
+    // Each resend is a delivery of its own; the first one is untouched.
+    const listB = await until(async () => {
+      const l = await deliveriesOf(keys, epB.id);
+      return l.length === 3 && l.every((d) => d.status === 'succeeded') && l;
+    });
+    expect(new Set(listB.map((d) => d.id)).size).toBe(3);
+    for (const d of listB) expect(d).toMatchObject({ event: eventId, attempt_count: 1 });
+  });
+
+  it('bulk resend by time range and type: one at a time per account (429 + Retry-After), progress visible', async () => {
+    const keys = await stack.createAccount();
+    const r = await receiver();
+    await endpointAt(keys, r.url, ['*']);
+    const since = new Date().toISOString();
+    await sleep(5);
+    for (let i = 0; i < 4; i++) await newOrder(keys.secret_key);
+    ok(await api(keys.secret_key, 'POST', '/v1/products', { name: 'Tea', price: 450, currency: 'EUR' }));
+    await r.waitFor(5);
+    const firstIds = eventIds(r.received);
+
+    const bad = await api(keys.secret_key, 'POST', '/v1/events/resend', { type: 'order.created' });
+    expect(bad.status).toBe(400);
+    expect(bad.json.error).toMatchObject({ code: 'missing_required_field', param: 'since' });
+    const backwards = await api(keys.secret_key, 'POST', '/v1/events/resend', { since, until: since });
+    expect(backwards.status).toBe(400);
+    expect(backwards.json.error).toMatchObject({ code: 'invalid_value', param: 'until' });
+
+    const job = ok(await api(keys.secret_key, 'POST', '/v1/events/resend', { since, type: 'order.created' }));
+    expect(job).toMatchObject({
+      object: 'event_resend',
+      status: 'running',
+      total: 4,
+      type: 'order.created',
+      since,
+    });
+    expect(job.id).toMatch(/^ers_/);
+    const busy = await api(keys.secret_key, 'POST', '/v1/events/resend', { since });
+    expect(busy.status).toBe(429);
+    expect(busy.json.error).toMatchObject({ type: 'rate_limit_error', code: 'rate_limited' });
+    expect(busy.json.error.message).toContain(job.id);
+    expect(Number(busy.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+
+    const done = await until(async () => {
+      const now = ok(await api(keys.secret_key, 'GET', `/v1/events/resends/${job.id}`));
+      return now.status === 'completed' && now.deliveries.succeeded === 4 && now;
+    });
+    expect(done).toMatchObject({
+      queued: 4,
+      deliveries: { pending: 0, succeeded: 4, failed: 0, skipped: 0 },
+    });
+    const again = r.received.slice(5);
+    expect(again).toHaveLength(4);
+    // The order events again, in order; the product event not.
+    expect(eventIds(again)).toEqual(
+      firstIds.filter((_, i) => JSON.parse(r.received[i]!.body).type === 'order.created'),
+    );
+    expect((await api(keys.secret_key, 'GET', '/v1/events/resends/ers_nope')).status).toBe(404);
+
+    // Finished: the next one may start.
+    ok(await api(keys.secret_key, 'POST', '/v1/events/resend', { since, type: 'product.created' }));
+    await r.waitFor(10);
+  });
+});
