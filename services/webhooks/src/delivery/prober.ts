@@ -103,7 +103,7 @@ export function createProber(opts: ProberOptions): { runDue(): Promise<number> }
         select min(created_at) as since from webhooks.deliveries
          where endpoint_id = ${ep.id} and status = 'failed' and last_attempt_at >= ${start}`);
       const first = rows[0]?.since ? new Date(rows[0].since) : start;
-      await recordRecovery(tx, endpoint, first < start ? first : start, now);
+      await recordRecovery(tx, endpoint, new Date(Math.min(first.getTime(), start.getTime())), now);
       return true;
     });
     if (recovered) {
