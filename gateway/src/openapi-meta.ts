@@ -330,6 +330,84 @@ export const fieldMeta: Record<string, FieldMeta> = {
   'UpdateWebhookSettingsRequest.reset': {
     description: "true: back to the service's schedule (instead of retry_schedule).",
   },
+
+  'WebhookEndpoint.ordering': {
+    description:
+      'none (default, the fastest): deliveries go out as soon as they can. per_resource: the events of one resource (e.g. one order) are delivered one at a time, in the order they happened; a delivery waiting for a retry holds back the later events of its resource only.',
+  },
+  'WebhookEndpoint.auto_recover': {
+    description:
+      'true: while unhealthy, the endpoint gets a probe (a signed ping event) on a doubling backoff; a 2xx answer re-enables it and replays its backlog as a recovery.',
+    example: false,
+  },
+  'CreateWebhookEndpointRequest.ordering': {
+    description: 'none (default) or per_resource.',
+    default: 'none',
+  },
+  'CreateWebhookEndpointRequest.auto_recover': {
+    description: 'Probe the endpoint while unhealthy and recover it on a 2xx answer.',
+    default: false,
+  },
+  'UpdateWebhookEndpointRequest.ordering': {
+    description: 'none or per_resource; applies to deliveries recorded from now on.',
+  },
+  'UpdateWebhookEndpointRequest.auto_recover': {
+    description: 'true while unhealthy: the first probe is due at once.',
+  },
+  'RecoverWebhookEndpointRequest.since': {
+    description:
+      'Deliveries of events since this time (ISO 8601) that failed or were skipped are sent again.',
+    example: TIMESTAMP_EXAMPLE,
+  },
+  'GetWebhookRecoveryRequest.recovery': { description: 'The recovery.', idOf: 'rcv' },
+  'WebhookRecovery.webhook_endpoint': { description: 'The endpoint recovered.', idOf: 'we' },
+  'WebhookRecovery.since': { description: 'Deliveries of events since this time are sent again.' },
+  'WebhookRecovery.status': {
+    description:
+      'running (queueing deliveries), completed (every one queued; see deliveries for how they are doing) or canceled (the endpoint was deleted, disabled or turned unhealthy again).',
+  },
+  'WebhookRecovery.total': { description: 'Deliveries found to send again when it began.', minimum: 0 },
+  'WebhookRecovery.queued': {
+    description: 'Deliveries queued so far (WEBHOOK_REPLAY_RATE per second).',
+    minimum: 0,
+  },
+  'WebhookRecovery.deliveries': { description: 'The queued deliveries by their status now.' },
+  'WebhookRecovery.livemode': livemode,
+  'WebhookRecovery.created_at': createdAt,
+  'WebhookRecovery.completed_at': { description: 'When it completed or was canceled; null while running.' },
+  'ReplayCounts.pending': { minimum: 0 },
+  'ReplayCounts.succeeded': { minimum: 0 },
+  'ReplayCounts.failed': { minimum: 0 },
+  'ReplayCounts.skipped': { minimum: 0 },
+  'ResendEventRequest.endpoint': {
+    description:
+      'Only to this endpoint (enabled, subscribed to the event’s type); omit for every enabled endpoint subscribed to it.',
+    idOf: 'we',
+  },
+  'ResendEventsRequest.since': { description: 'Events created at or after this time (ISO 8601).' },
+  'ResendEventsRequest.until': { description: 'Events created before this time; default now.' },
+  'ResendEventsRequest.type': { description: 'Only events of this type.' },
+  'ResendEventsRequest.endpoint': { description: 'Only to this endpoint.', idOf: 'we' },
+  'GetEventResendRequest.id': { description: 'The bulk resend.', idOf: 'ers' },
+  'EventResend.since': { description: 'Events created at or after this time.' },
+  'EventResend.until': { description: 'Events created before this time.' },
+  'EventResend.type': { description: 'Only events of this type; null: every type.' },
+  'EventResend.webhook_endpoint': {
+    description: 'Only to this endpoint; null: every subscriber.',
+    idOf: 'we',
+  },
+  'EventResend.status': {
+    description: 'running, completed or canceled (its endpoint was disabled or deleted).',
+  },
+  'EventResend.total': { description: 'Events in the range when it began.', minimum: 0 },
+  'EventResend.queued': {
+    description: 'New deliveries queued so far (WEBHOOK_REPLAY_RATE per second).',
+    minimum: 0,
+  },
+  'EventResend.deliveries': { description: 'The new deliveries by their status now.' },
+  'EventResend.livemode': livemode,
+  'EventResend.created_at': createdAt,
+  'EventResend.completed_at': { description: 'When it completed or was canceled; null while running.' },
 };
 
 export interface OperationMeta {
@@ -475,6 +553,23 @@ export const operationMeta: Record<string, OperationMeta> = {
     // Resetting leaves an account's schedule as it was; a new one is shown on the field.
     requestExample: { reset: true },
   },
+  RecoverWebhookEndpoint: {
+    summary: 'Recover an endpoint',
+    description:
+      'Re-enables the endpoint if needed and sends again, in the background, its deliveries of events since `since` that failed or were skipped (each starts the retry schedule over; no delivery is added). The answer, and GET of it, shows progress.',
+  },
+  GetWebhookRecovery: { summary: 'Retrieve a recovery', description: 'Its status and progress counts.' },
+  ResendEvent: {
+    summary: 'Resend an event',
+    description:
+      'Delivers the event again: a new delivery to each enabled endpoint subscribed to its type, or to the one named.',
+  },
+  ResendEvents: {
+    summary: 'Resend events in bulk',
+    description:
+      'Delivers the events of a time range (and type) again, in the background, WEBHOOK_REPLAY_RATE deliveries a second. One runs at a time per account and mode: another answers 429 rate_limit_error with Retry-After.',
+  },
+  GetEventResend: { summary: 'Retrieve a bulk resend', description: 'Its status and progress counts.' },
 };
 
 /**

@@ -323,14 +323,14 @@ describe('event resend', () => {
     await r.waitFor(5);
     const firstIds = eventIds(r.received);
 
-    const bad = await api(keys.secret_key, 'POST', '/v1/events/resend', { type: 'order.created' });
+    const bad = await api(keys.secret_key, 'POST', '/v1/event_resends', { type: 'order.created' });
     expect(bad.status).toBe(400);
     expect(bad.json.error).toMatchObject({ code: 'missing_required_field', param: 'since' });
-    const backwards = await api(keys.secret_key, 'POST', '/v1/events/resend', { since, until: since });
+    const backwards = await api(keys.secret_key, 'POST', '/v1/event_resends', { since, until: since });
     expect(backwards.status).toBe(400);
     expect(backwards.json.error).toMatchObject({ code: 'invalid_value', param: 'until' });
 
-    const job = ok(await api(keys.secret_key, 'POST', '/v1/events/resend', { since, type: 'order.created' }));
+    const job = ok(await api(keys.secret_key, 'POST', '/v1/event_resends', { since, type: 'order.created' }));
     expect(job).toMatchObject({
       object: 'event_resend',
       status: 'running',
@@ -339,14 +339,14 @@ describe('event resend', () => {
       since,
     });
     expect(job.id).toMatch(/^ers_/);
-    const busy = await api(keys.secret_key, 'POST', '/v1/events/resend', { since });
+    const busy = await api(keys.secret_key, 'POST', '/v1/event_resends', { since });
     expect(busy.status).toBe(429);
     expect(busy.json.error).toMatchObject({ type: 'rate_limit_error', code: 'rate_limited' });
     expect(busy.json.error.message).toContain(job.id);
     expect(Number(busy.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
 
     const done = await until(async () => {
-      const now = ok(await api(keys.secret_key, 'GET', `/v1/events/resends/${job.id}`));
+      const now = ok(await api(keys.secret_key, 'GET', `/v1/event_resends/${job.id}`));
       return now.status === 'completed' && now.deliveries.succeeded === 4 && now;
     });
     expect(done).toMatchObject({
@@ -359,10 +359,10 @@ describe('event resend', () => {
     expect(eventIds(again)).toEqual(
       firstIds.filter((_, i) => JSON.parse(r.received[i]!.body).type === 'order.created'),
     );
-    expect((await api(keys.secret_key, 'GET', '/v1/events/resends/ers_nope')).status).toBe(404);
+    expect((await api(keys.secret_key, 'GET', '/v1/event_resends/ers_nope')).status).toBe(404);
 
     // Finished: the next one may start.
-    ok(await api(keys.secret_key, 'POST', '/v1/events/resend', { since, type: 'product.created' }));
+    ok(await api(keys.secret_key, 'POST', '/v1/event_resends', { since, type: 'product.created' }));
     await r.waitFor(10);
   });
 });

@@ -146,7 +146,7 @@ export type ReplayStatus = 'running' | 'completed' | 'canceled';
 
 /**
  * Replays that run in the background, a chunk at a time (delivery/replayer.ts): an endpoint's
- * recovery (POST /v1/webhooks/{id}/recover) and bulk event resends (POST /v1/events/resend).
+ * recovery (POST /v1/webhooks/{id}/recover) and bulk event resends (POST /v1/event_resends).
  * The cursor makes them restart-safe: each chunk and the cursor move commit together.
  */
 export const replays = webhooks.table(

@@ -1,6 +1,6 @@
 // Sending again what an account already had: one event resent now (POST /v1/events/{id}/resend),
 // and the two background replays — an endpoint's recovery (POST /v1/webhooks/{id}/recover) and a
-// bulk resend of a time range (POST /v1/events/resend). A replay is a row of webhooks.replays
+// bulk resend of a time range (POST /v1/event_resends). A replay is a row of webhooks.replays
 // that the replayer (delivery/replayer.ts) works through a chunk at a time, each chunk and its
 // cursor committed together, so a restart neither loses nor repeats one.
 //
@@ -269,7 +269,7 @@ export async function startBulkResend(
   if (busy) {
     const seconds = Math.max(1, Math.ceil(Math.max(0, busy.total - busy.queued) / Math.max(1, replayRate)));
     throw rateLimited(
-      `Bulk resend ${busy.id} is still running; one runs at a time. Follow it with GET /v1/events/resends/${busy.id}, then retry.`,
+      `Bulk resend ${busy.id} is still running; one runs at a time. Follow it with GET /v1/event_resends/${busy.id}, then retry.`,
       seconds,
     );
   }
