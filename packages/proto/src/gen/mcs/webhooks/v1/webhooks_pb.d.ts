@@ -389,7 +389,7 @@ export declare type WebhookRecovery = Message<"mcs.webhooks.v1.WebhookRecovery">
   createdAt?: Timestamp | undefined;
 
   /**
-   * @generated from field: google.protobuf.Timestamp completed_at = 10;
+   * @generated from field: optional google.protobuf.Timestamp completed_at = 10;
    */
   completedAt?: Timestamp | undefined;
 };
@@ -946,7 +946,7 @@ export declare type EventResend = Message<"mcs.webhooks.v1.EventResend"> & {
   since?: Timestamp | undefined;
 
   /**
-   * @generated from field: google.protobuf.Timestamp until = 3;
+   * @generated from field: optional google.protobuf.Timestamp until = 3;
    */
   until?: Timestamp | undefined;
 
@@ -995,7 +995,7 @@ export declare type EventResend = Message<"mcs.webhooks.v1.EventResend"> & {
   createdAt?: Timestamp | undefined;
 
   /**
-   * @generated from field: google.protobuf.Timestamp completed_at = 12;
+   * @generated from field: optional google.protobuf.Timestamp completed_at = 12;
    */
   completedAt?: Timestamp | undefined;
 };
