@@ -385,6 +385,13 @@ describe('every answer and every webhook payload validates against /v1/openapi.j
     abort.abort();
     await reader.cancel().catch(() => {});
 
+    // A bulk resend (its example's endpoint would have to subscribe to its type) and its progress.
+    const bulk = await ok('POST', '/v1/event_resends', {
+      since: new Date(Date.now() - 3_600_000).toISOString(),
+      type: 'product.created',
+    });
+    await ok('GET', `/v1/event_resends/${bulk.id}`);
+
     // Operations added beyond these (recover, resend, …): called with their request example, its
     // ids swapped for real ones of the same kind, and path parameters filled with ids at hand or
     // made by an earlier call (writes first, then reads); each must answer 2xx like any other.
