@@ -366,3 +366,90 @@ describe('event resend', () => {
     await r.waitFor(10);
   });
 });
+
+describe('ordered delivery (ordering: "per_resource")', () => {
+  it('delivers the events of one resource one at a time and in order; other resources go on meanwhile', async () => {
+    const keys = await stack.createAccount();
+    const ordered = await receiver();
+    const unordered = await receiver();
+    const events = ['order.created', 'order.updated'];
+    const epO = await endpointAt(keys, ordered.url, events, { ordering: 'per_resource' });
+    expect(epO.created.ordering).toBe('per_resource');
+    await endpointAt(keys, unordered.url, events);
+    const bad = await api(keys.secret_key, 'POST', '/v1/webhooks', {
+      url: ordered.url,
+      events,
+      ordering: 'sorted',
+    });
+    expect(bad.status).toBe(400);
+    expect(bad.json.error).toMatchObject({ code: 'invalid_value', param: 'ordering' });
+
+    // Both receivers refuse order A's order.created twice (two retries, 2 × 200 ms), and take
+    // 50 ms to answer anything.
+    let orderA = '';
+    const refusals = new Map<Receiver, number>();
+    for (const r of [ordered, unordered]) {
+      r.reply = (req) => {
+        const body = JSON.parse(req.body);
+        if (body.type === 'order.created' && body.data.id === orderA && (refusals.get(r) ?? 0) < 2) {
+          refusals.set(r, (refusals.get(r) ?? 0) + 1);
+          return { status: 500, delayMs: 50 };
+        }
+        return { status: 200, delayMs: 50 };
+      };
+    }
+    const a = await newOrder(keys.secret_key);
+    orderA = a.id;
+    const pay = ok(await api(keys.secret_key, 'POST', '/v1/payments', { order: a.id }));
+    ok(await api(keys.secret_key, 'POST', `/v1/test_helpers/payments/${pay.id}/complete`, {}));
+    ok(await api(keys.secret_key, 'POST', `/v1/orders/${a.id}/fulfill`, {}));
+    const b = await newOrder(keys.secret_key);
+    ok(await api(keys.secret_key, 'POST', `/v1/orders/${b.id}/cancel`, {}));
+
+    // A: created (3 attempts) + 2 updates; B: created + 1 update.
+    await ordered.waitFor(7, 15_000);
+    await unordered.waitFor(7, 15_000);
+    const seen = (r: Receiver) =>
+      r.received.map((g) => {
+        const e = JSON.parse(g.body);
+        return {
+          at: g.at,
+          type: e.type as string,
+          order: e.data.id as string,
+          status: e.data.status as string,
+        };
+      });
+    const o = seen(ordered);
+    const ofA = o.filter((e) => e.order === a.id);
+    expect(ofA.map((e) => `${e.type}/${e.status}`)).toEqual([
+      'order.created/pending',
+      'order.created/pending',
+      'order.created/pending',
+      'order.updated/paid',
+      'order.updated/fulfilled',
+    ]);
+    // One at a time per resource: each request of A came after the previous one was answered.
+    for (let i = 1; i < ofA.length; i++) expect(ofA[i]!.at - ofA[i - 1]!.at).toBeGreaterThanOrEqual(45);
+    // B was not held back behind A's failing event: it was through before A's last retry.
+    const ofB = o.filter((e) => e.order === b.id);
+    expect(ofB.map((e) => `${e.type}/${e.status}`)).toEqual([
+      'order.created/pending',
+      'order.updated/cancelled',
+    ]);
+    expect(ofB[0]!.at).toBeLessThan(ofA[2]!.at);
+
+    // Unordered, the same events overtake A's failing order.created.
+    const u = seen(unordered).filter((e) => e.order === a.id);
+    const createdOk = u.filter((e) => e.type === 'order.created')[2]!;
+    expect(u.some((e) => e.type === 'order.updated' && e.at < createdOk.at)).toBe(true);
+
+    // Every delivery once, all succeeded.
+    const list = await until(async () => {
+      const l = await deliveriesOf(keys, epO.id);
+      return l.length === 5 && l.every((d) => d.status === 'succeeded') && l;
+    });
+    expect(new Set(list.map((d) => d.event)).size).toBe(5);
+    await sleep(300);
+    expect(ordered.received).toHaveLength(7);
+  });
+});

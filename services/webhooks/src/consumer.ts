@@ -18,7 +18,7 @@ import {
 import { events } from '@mcs/proto';
 import type { TextMapGetter } from '@opentelemetry/api';
 import type { JsMsg, MsgHdrs, NatsConnection } from 'nats';
-import { type IncomingEvent, type QueuedDelivery, recordEvents } from './domain/fanout.ts';
+import { type IncomingEvent, type QueuedDelivery, recordEvents, resourceKey } from './domain/fanout.ts';
 
 export interface ConsumerOptions {
   nc: NatsConnection;
@@ -76,6 +76,14 @@ export async function startConsumer(opts: ConsumerOptions): Promise<{ stop(): Pr
   let stopped = false;
   let stopLoop = () => {};
 
+  /**
+   * Per resource, batches commit in the order they were taken: a batch holding an event of a
+   * resource that an earlier batch still in flight also holds waits for that batch (and fails
+   * with it), so per_resource ordering (delivery/engine.ts) sees an earlier event recorded before
+   * a later one. Batches of different resources stay parallel.
+   */
+  const recording = new Map<string, Promise<void>>();
+
   async function handle(batch: JsMsg[]): Promise<void> {
     const incoming: IncomingEvent[] = [];
     const messages: JsMsg[] = [];
@@ -90,7 +98,18 @@ export async function startConsumer(opts: ConsumerOptions): Promise<{ stop(): Pr
     }
     if (messages.length === 0) return;
     const spans = tracing.enabled ? startSpans(messages, incoming) : undefined;
-    try {
+    const keys = new Set<string>();
+    for (const { event } of incoming) {
+      const key = resourceKey(event);
+      if (key !== null) keys.add(key);
+    }
+    const before = new Set<Promise<void>>();
+    for (const key of keys) {
+      const p = recording.get(key);
+      if (p) before.add(p);
+    }
+    const done = (async () => {
+      if (before.size > 0) await Promise.all(before);
       const queued = await recordEvents(opts.db, incoming, opts.leaseMs);
       for (const m of messages) m.ack();
       if (spans) {
@@ -101,6 +120,10 @@ export async function startConsumer(opts: ConsumerOptions): Promise<{ stop(): Pr
         for (const { span } of spans.values()) endSpan(span);
       }
       if (queued.length > 0) opts.onQueued(queued);
+    })();
+    for (const key of keys) recording.set(key, done);
+    try {
+      await done;
     } catch (err) {
       if (spans) for (const { span } of spans.values()) endSpan(span, err);
       log.warn(
@@ -108,6 +131,8 @@ export async function startConsumer(opts: ConsumerOptions): Promise<{ stop(): Pr
         'could not record events, will retry',
       );
       for (const m of messages) m.nak(1_000);
+    } finally {
+      for (const key of keys) if (recording.get(key) === done) recording.delete(key);
     }
   }
 

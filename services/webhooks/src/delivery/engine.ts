@@ -86,6 +86,11 @@ export function createEngine(opts: EngineOptions): Engine {
   const pollMs = opts.pollMs ?? 1_000;
   const margin = opts.leaseMarginMs ?? 5_000;
   const leaseMs = opts.timeoutMs + margin;
+  /**
+   * per_resource: how far ahead a delivery held back behind an earlier event of its resource is
+   * put. Always past any lease, so release() can tell a held delivery from one being attempted.
+   */
+  const holdMs = leaseMs * 10;
   /** Lease left that lets an attempt start without a claim: the attempt, then its record. */
   const startableMs = opts.timeoutMs + margin / 2;
   const waiting = new Map<string, Waiting[]>();
@@ -328,6 +333,7 @@ export function createEngine(opts: EngineOptions): Engine {
   async function claimRows(items: Waiting[]): Promise<Waiting[]> {
     const now = clock();
     const lease = new Date(now.getTime() + leaseMs);
+    const hold = new Date(now.getTime() + holdMs);
     // Outer joins: a delivery whose endpoint was deleted (or whose event row is missing) is
     // still claimed, and then skipped rather than left pending for the poller forever. One of
     // an endpoint paused by a Retry-After is moved to the pause's end instead (not claimed).
@@ -336,6 +342,7 @@ export function createEngine(opts: EngineOptions): Engine {
       attempts: number;
       schedule_start: number;
       event_id: string;
+      ordering_key: string | null;
       paused: boolean;
       url: string | null;
       secret_sealed: Buffer | null;
@@ -348,14 +355,23 @@ export function createEngine(opts: EngineOptions): Engine {
                              ${sql.param(items.map((i) => i.lease))}::timestamptz[]) as t(id, lease)
       ), c as (
         update webhooks.deliveries d
-           set next_attempt_at = coalesce(
-                 (select p.paused_until from webhooks.endpoints p
-                   where p.id = d.endpoint_id and p.paused_until > ${now}::timestamptz), ${lease}::timestamptz)
+           set next_attempt_at = case
+                 -- per_resource: an earlier event of its resource still pending at this endpoint
+                 -- holds it back (released when that one is recorded; rechecked after HOLD).
+                 when d.ordering_key is not null and exists (
+                   select 1 from webhooks.deliveries o
+                    where o.endpoint_id = d.endpoint_id and o.ordering_key = d.ordering_key
+                      and o.status = 'pending' and o.event_id < d.event_id)
+                 then ${hold}::timestamptz
+                 else coalesce(
+                   (select p.paused_until from webhooks.endpoints p
+                     where p.id = d.endpoint_id and p.paused_until > ${now}::timestamptz), ${lease}::timestamptz)
+                 end
           from input i
          where d.id = i.id and d.status = 'pending' and d.next_attempt_at = i.lease
-        returning d.id, d.attempts, d.schedule_start, d.endpoint_id, d.event_id,
+        returning d.id, d.attempts, d.schedule_start, d.endpoint_id, d.event_id, d.ordering_key,
                   d.next_attempt_at <> ${lease}::timestamptz as paused)
-      select c.id, c.attempts, c.schedule_start, c.event_id, c.paused, e.url, e.secret_sealed,
+      select c.id, c.attempts, c.schedule_start, c.event_id, c.ordering_key, c.paused, e.url, e.secret_sealed,
              e.status as endpoint_status, e.max_rate, ev.body
         from c left join webhooks.endpoints e on e.id = c.endpoint_id
                left join webhooks.events ev on ev.id = c.event_id`);
@@ -384,6 +400,7 @@ export function createEngine(opts: EngineOptions): Engine {
           attempts: row.attempts,
           scheduleStart: row.schedule_start,
           maxRate: row.max_rate,
+          orderingKey: row.ordering_key,
         },
       });
     }
@@ -480,6 +497,12 @@ export function createEngine(opts: EngineOptions): Engine {
     if (result.ok) {
       countOutcome('succeeded');
       failing.delete(item.endpointId);
+      if (target.orderingKey) {
+        // Ordered: recorded now, then the next event of its resource goes.
+        await recordAttempt(db, policy, attempted, clock());
+        await release(item.endpointId, target.orderingKey);
+        return;
+      }
       // Recorded with the next group; the slot is free at once.
       successes.add(attempted);
       return;
@@ -511,6 +534,25 @@ export function createEngine(opts: EngineOptions): Engine {
       );
       timers.add(t);
     }
+  }
+
+  /**
+   * per_resource: after a delivery of resource `key` to `endpointId` was recorded, the next
+   * pending one of that resource (the earliest event) is held (its next_attempt_at a HOLD
+   * ahead, past any lease): give it a lease and queue it. Its claim checks the order again. Lost
+   * (a crash here), the held delivery is rechecked by the poller once its hold runs out.
+   */
+  async function release(endpointId: string, key: string): Promise<void> {
+    const now = clock();
+    const lease = new Date(now.getTime() + leaseMs);
+    const { rows } = await db.execute<{ id: string }>(sql`
+      update webhooks.deliveries set next_attempt_at = ${lease}
+       where id = (select id from webhooks.deliveries
+                    where endpoint_id = ${endpointId} and ordering_key = ${key} and status = 'pending'
+                    order by event_id limit 1)
+         and status = 'pending' and next_attempt_at > ${lease}::timestamptz
+      returning id`);
+    if (rows.length > 0) enqueue(rows.map((r) => ({ deliveryId: r.id, endpointId, lease })));
   }
 
   async function poll(): Promise<number> {

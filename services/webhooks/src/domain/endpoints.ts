@@ -169,16 +169,6 @@ export async function targetUrl(raw: string, livemode: boolean, policy: Endpoint
   return LISTEN_URL;
 }
 
-/** Ordered delivery lands in the next change; until then it is refused rather than ignored. */
-function checkOrdering(ordering: Ordering | undefined): void {
-  if (ordering === 'per_resource') {
-    throw apiError('invalid_value', {
-      param: 'ordering',
-      message: 'ordering "per_resource" is not available yet.',
-    });
-  }
-}
-
 export interface CreateEndpointInput {
   url: string;
   events: string[];
@@ -201,7 +191,6 @@ export async function createEndpoint(
   const events = validateEvents(input.events);
   const description = optionalText(input.description, 'description', 500);
   const maxRate = input.maxRate === undefined ? null : validateMaxRate(input.maxRate, false);
-  checkOrdering(input.ordering);
   const secret = newSigningSecret();
   const [row] = await tx
     .insert(endpoints)
@@ -287,7 +276,6 @@ export async function updateEndpoint(
   if (input.disabled === true && current.status !== 'disabled') {
     Object.assign(patch, { status: 'disabled', disabledReason: 'manual', probeAt: null });
   }
-  checkOrdering(input.ordering);
   if (input.ordering !== undefined) patch.ordering = input.ordering;
   if (input.autoRecover !== undefined) {
     patch.autoRecover = input.autoRecover;

@@ -24,6 +24,8 @@ export interface AttemptTarget {
   scheduleStart: number;
   /** The endpoint's max_rate (deliveries per second) when read; null: unlimited. */
   maxRate: number | null;
+  /** per_resource: the resource key its endpoint orders it by (set by the engine's claim). */
+  orderingKey?: string | null;
 }
 
 export interface QueuedDelivery {
@@ -44,6 +46,16 @@ export interface QueuedDelivery {
 /** The exact bytes every delivery of `event` sends, and GET /v1/events returns. */
 export function envelopeBody(event: eventsProto.Event): string {
   return JSON.stringify(render(eventsProto.EventSchema, event));
+}
+
+/**
+ * The resource an event is about, as `<kind>:<id>` (`order:ord_…`): the key per-resource
+ * ordering serializes on (delivery/engine.ts). Null for an event without data.
+ */
+export function resourceKey(event: eventsProto.Event): string | null {
+  const data = event.data as { case: string | undefined; value?: { id?: string } };
+  if (!data.case || !data.value?.id) return null;
+  return `${data.case}:${data.value.id}`;
 }
 
 /** One consumed event: the decoded message and its bytes as published. */
@@ -89,6 +101,7 @@ export async function recordEvents(
     id: string;
     event_id: string;
     endpoint_id: string;
+    ordered: boolean;
     url: string;
     secret_sealed: Buffer;
     max_rate: number | null;
@@ -104,8 +117,9 @@ export async function recordEvents(
         ${sql.param(createdAt.map((ms) => new Date(ms)))}::timestamptz[],
         ${sql.param(createdAt.map((ms) => encodeTime(ms)))}::text[],
         ${sql.param(list.map((e) => !OPERATIONAL_EVENT_TYPES.includes(e.type)))}::boolean[],
-        ${sql.param(list.map((e) => e.about))}::text[]
-      ) as t(id, account_id, livemode, type, payload, body, created_at, id_time, star, about)
+        ${sql.param(list.map((e) => e.about))}::text[],
+        ${sql.param(list.map((e) => resourceKey(e.event)))}::text[]
+      ) as t(id, account_id, livemode, type, payload, body, created_at, id_time, star, about, resource)
     ), ev as (
       insert into webhooks.events (id, account_id, livemode, type, payload, body, created_at)
       select id, account_id, livemode, type, payload, body, created_at from input
@@ -113,7 +127,7 @@ export async function recordEvents(
       returning id, account_id, livemode, type
     ), ins as (
       insert into webhooks.deliveries
-        (id, event_id, endpoint_id, account_id, livemode, status, next_attempt_at, created_at)
+        (id, event_id, endpoint_id, account_id, livemode, status, next_attempt_at, ordering_key, created_at)
       select 'dlv_' || i.id_time || substr(md5(ev.id || e.id), 1, 16),
              ev.id, e.id, e.account_id, e.livemode,
              -- An unhealthy endpoint gets nothing until re-enabled; the delivery stays listed as not sent.
@@ -122,6 +136,7 @@ export async function recordEvents(
              case when e.status <> 'enabled' then null
                   when e.paused_until > ${now}::timestamptz then e.paused_until
                   else ${lease}::timestamptz end,
+             case when e.ordering = 'per_resource' then i.resource end,
              ${now}
         from ev
         join input i on i.id = ev.id
@@ -133,25 +148,32 @@ export async function recordEvents(
          and e.events && case when i.star then array[ev.type, '*'] else array[ev.type] end
          and e.id is distinct from i.about
       on conflict do nothing
-      returning id, event_id, endpoint_id, status, next_attempt_at
+      returning id, event_id, endpoint_id, status, next_attempt_at, ordering_key
     )
-    select ins.id, ins.event_id, ins.endpoint_id, e.url, e.secret_sealed, e.max_rate
+    select ins.id, ins.event_id, ins.endpoint_id, ins.ordering_key is not null as ordered,
+           e.url, e.secret_sealed, e.max_rate
       from ins join webhooks.endpoints e on e.id = ins.endpoint_id
      where ins.status = 'pending' and not coalesce(e.paused_until > ${now}::timestamptz, false)`);
-  return rows.map((r) => ({
-    deliveryId: r.id,
-    endpointId: r.endpoint_id,
-    lease,
-    target: {
-      eventId: r.event_id,
-      url: r.url,
-      secretSealed: r.secret_sealed,
-      body: byId.get(r.event_id)!.body,
-      attempts: 0,
-      scheduleStart: 0,
-      maxRate: r.max_rate,
-    },
-  }));
+  return rows.map((r) =>
+    // An ordered delivery is claimed first: the claim holds it back while an earlier event of
+    // its resource is still pending at that endpoint (delivery/engine.ts).
+    r.ordered
+      ? { deliveryId: r.id, endpointId: r.endpoint_id, lease }
+      : {
+          deliveryId: r.id,
+          endpointId: r.endpoint_id,
+          lease,
+          target: {
+            eventId: r.event_id,
+            url: r.url,
+            secretSealed: r.secret_sealed,
+            body: byId.get(r.event_id)!.body,
+            attempts: 0,
+            scheduleStart: 0,
+            maxRate: r.max_rate,
+          },
+        },
+  );
 }
 
 /** One event: recordEvents of a batch of one. */
