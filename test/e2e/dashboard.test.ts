@@ -179,10 +179,10 @@ describe('Settings → API in a browser', () => {
     expect(await delivery.textContent()).toContain('receiver down');
     await page.goto(settingsUrl());
 
-    await submit(page, card.locator('button', { hasText: 'Re-enable' }));
+    await submit(page, card.getByRole('button', { name: 'Re-enable', exact: true }));
     await expect(page.locator('.flash.ok').textContent()).resolves.toContain('re-enabled');
     await expect(card.getAttribute('data-status')).resolves.toBe('enabled');
-    await expect(card.locator('button', { hasText: 'Re-enable' }).count()).resolves.toBe(0);
+    await expect(card.getByRole('button', { name: 'Re-enable', exact: true }).count()).resolves.toBe(0);
     // The flash is shown once.
     await page.reload();
     await expect(page.locator('.flash').count()).resolves.toBe(0);
@@ -194,6 +194,47 @@ describe('Settings → API in a browser', () => {
     const got = await failing.waitFor(before + 1);
     expect(JSON.parse(got.at(-1)!.body).data.id).toBe(order.id);
     await context.close();
+  });
+
+  it('re-enables an unhealthy endpoint and replays what failed or was skipped since it began failing', async () => {
+    const own = await stack.createAccount();
+    const r = await receiver();
+    r.reply = () => ({ status: 503, body: 'down' });
+    const ep = await api(own.secret_key, 'POST', '/v1/webhooks', { url: r.url, events: ['order.created'] });
+    const failed = await newOrder(own.secret_key);
+    await until(async () => {
+      const got = await api(own.secret_key, 'GET', `/v1/webhooks/${ep.id}`);
+      return got.status === 'unhealthy' && got;
+    });
+    const skipped = await newOrder(own.secret_key);
+    await until(async () => {
+      const l = await api(own.secret_key, 'GET', `/v1/webhooks/${ep.id}/deliveries`);
+      return l.data.some((d: { status: string }) => d.status === 'skipped') && l;
+    });
+    const before = r.received.length;
+
+    const context = await browser.newContext();
+    const page = await signIn(context, own.secret_key);
+    const card = page.locator(`article#${ep.id}`);
+    await expect(card.locator('select[name=since]').inputValue()).resolves.toBe('failing');
+    r.reply = () => ({ status: 200, body: 'ok' });
+    await submit(page, card.locator('button', { hasText: 'Re-enable and replay' }));
+    const flash = (await page.locator('.flash.ok').textContent())!;
+    expect(flash).toContain('2 failed or skipped deliveries are being sent again');
+    const recovery = /recovery (rcv_[0-9a-z]+)/.exec(flash)![1]!;
+    await expect(card.getAttribute('data-status')).resolves.toBe('enabled');
+    await page.screenshot({ path: shot('endpoint-recovered'), fullPage: true });
+    await context.close();
+
+    const got = await r.waitFor(before + 2);
+    expect(new Set(got.slice(before).map((g) => JSON.parse(g.body).data.id))).toEqual(
+      new Set([failed.id, skipped.id]),
+    );
+    const done = await until(async () => {
+      const now = await api(own.secret_key, 'GET', `/v1/webhooks/${ep.id}/recoveries/${recovery}`);
+      return now.status === 'completed' && now.deliveries.succeeded === 2 && now;
+    });
+    expect(done).toMatchObject({ object: 'recovery', total: 2, queued: 2 });
   });
 
   it('adds an endpoint with its secret shown once, shows service errors, rotates the secret', async () => {

@@ -45,6 +45,15 @@ and new events are not recorded for it until you re-enable it. ${detail}</div>`
   }
 }
 
+/** Re-enable and replay what failed or was skipped meanwhile (a recovery). */
+function recoverForm(viewer: Viewer, path: string, ep: EndpointView): SafeHtml {
+  return html`<form method="post" action="${path}/recover" class="recover">${csrfField(viewer)}
+<label>Replay what failed or was skipped <select name="since">${
+    ep.failingSince ? html`<option value="failing">since it began failing</option>` : ''
+  }<option value="24h">in the last 24 hours</option><option value="72h">in the last 3 days</option><option value="168h">in the last 7 days</option></select></label>
+<button type="submit">Re-enable and replay</button></form>`;
+}
+
 function endpointCard(viewer: Viewer, ep: EndpointView): SafeHtml {
   const path = endpointPath(ep.id);
   const canEnable = ep.status === 'unhealthy' || ep.status === 'disabled';
@@ -59,6 +68,7 @@ function endpointCard(viewer: Viewer, ep: EndpointView): SafeHtml {
 ${healthNote(ep)}
 <div class="actions">
 ${canEnable ? postButton(viewer, `${path}/enable`, 'Re-enable', 'primary') : ''}
+${canEnable ? recoverForm(viewer, path, ep) : ''}
 ${ep.status !== 'disabled' ? postButton(viewer, `${path}/disable`, 'Disable') : ''}
 ${postButton(viewer, `${path}/rotate_secret`, 'Rotate secret')}
 <a href="${path}">Details, chart and test event</a>

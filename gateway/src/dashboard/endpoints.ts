@@ -1,10 +1,10 @@
 // Webhook endpoints: the list with their health and the add form (Settings → API), each
 // endpoint's page (24-hour success chart, latency percentiles, test event, editing events and
-// description), its deliveries, and every change (enable, disable, delete, rotate, resend).
+// description), its deliveries, and every change (enable, recover, disable, delete, rotate, resend).
 import { randomBytes } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
-import { type Timestamp, timestampDate } from '@bufbuild/protobuf/wkt';
-import { renderConnectError } from '@mcs/errors';
+import { type Timestamp, timestampDate, timestampFromDate } from '@bufbuild/protobuf/wkt';
+import { apiError, renderConnectError } from '@mcs/errors';
 import { EVENT_TYPES } from '@mcs/kit/outbox';
 import { events, webhooks } from '@mcs/proto';
 import { enumValueName } from '@mcs/rest';
@@ -23,6 +23,8 @@ import {
   type Viewer,
 } from './views.ts';
 
+/** How far back "Re-enable and replay" may reach besides "since it began failing". */
+const RECOVER_HOURS: Record<string, number> = { '24h': 24, '72h': 72, '168h': 168 };
 const FORM_IDEMPOTENCY_KEY = /^dash_[A-Za-z0-9_-]{22}$/;
 const ENDPOINT_PAGE = 100;
 const ENDPOINT_PAGES_MAX = 10;
@@ -274,6 +276,37 @@ export function endpointRoutes(kit: Kit): RouteDef[] {
     return { flash: { kind: 'ok', text: `Endpoint ${ep.url} re-enabled: new events are sent to it again.` } };
   }, 'The endpoint was not re-enabled');
 
+  /**
+   * Re-enable and replay: a recovery of what failed or was skipped since the endpoint began
+   * failing (a minute before, so the delivery whose failure began it is included) or since a
+   * chosen number of hours. Its progress: GET /v1/webhooks/{id}/recoveries/{recovery}.
+   */
+  const recover = kit.action(async (s, form, { id }) => {
+    const choice = form.get('since') ?? '';
+    const now = Date.now();
+    let since: Date;
+    if (choice === 'failing') {
+      const ep = await deps.webhooks.getWebhookEndpoint({ id: id! }, s.call);
+      const began = dateOf(ep.failingSince);
+      since = new Date(began ? began.getTime() - 60_000 : now - 24 * 3_600_000);
+    } else {
+      const hours = RECOVER_HOURS[choice];
+      if (!hours)
+        throw apiError('invalid_value', { param: 'since', message: 'Choose how far back to replay.' });
+      since = new Date(now - hours * 3_600_000);
+    }
+    const r = await deps.webhooks.recoverWebhookEndpoint(
+      { id: id!, since: timestampFromDate(since) },
+      s.call,
+    );
+    return {
+      flash: {
+        kind: 'ok',
+        text: `Endpoint re-enabled: ${r.total} failed or skipped ${r.total === 1 ? 'delivery is' : 'deliveries are'} being sent again (recovery ${r.id}; progress: GET /v1/webhooks/${id}/recoveries/${r.id}).`,
+      },
+    };
+  }, 'The endpoint was not recovered');
+
   const disable = kit.action(async (s, _form, { id }) => {
     const ep = await deps.webhooks.updateWebhookEndpoint({ id: id!, disabled: true }, s.call);
     return { flash: { kind: 'ok', text: `Endpoint ${ep.url} disabled.` } };
@@ -312,6 +345,7 @@ export function endpointRoutes(kit: Kit): RouteDef[] {
     { method: 'POST', pattern: [...W, ':id'], handler: update },
     { method: 'POST', pattern: [...W, ':id', 'test'], handler: sendTest },
     { method: 'POST', pattern: [...W, ':id', 'enable'], handler: enable },
+    { method: 'POST', pattern: [...W, ':id', 'recover'], handler: recover },
     { method: 'POST', pattern: [...W, ':id', 'disable'], handler: disable },
     { method: 'POST', pattern: [...W, ':id', 'delete'], handler: remove },
     { method: 'POST', pattern: [...W, ':id', 'rotate_secret'], handler: rotate },
