@@ -355,9 +355,9 @@ describe('event resend', () => {
     });
     const again = r.received.slice(5);
     expect(again).toHaveLength(4);
-    // The order events again, in order; the product event not.
-    expect(eventIds(again)).toEqual(
-      firstIds.filter((_, i) => JSON.parse(r.received[i]!.body).type === 'order.created'),
+    // The order events again, each once (an unordered endpoint: in any order); the product event not.
+    expect(eventIds(again).sort()).toEqual(
+      firstIds.filter((_, i) => JSON.parse(r.received[i]!.body).type === 'order.created').sort(),
     );
     expect((await api(keys.secret_key, 'GET', '/v1/event_resends/ers_nope')).status).toBe(404);
 
