@@ -229,9 +229,16 @@ export function createListen(deps: {
       if (size > MAX_ACK_BODY) throw apiError('body_too_large');
       chunks.push(chunk as Buffer);
     }
+    const raw = Buffer.concat(chunks);
+    const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+    if (raw.length > 0 && type !== 'application/json') {
+      throw apiError('unsupported_media_type', {
+        message: 'Acks are JSON sent with "Content-Type: application/json".',
+      });
+    }
     let json: unknown;
     try {
-      json = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}');
+      json = JSON.parse(raw.toString('utf8') || '{}');
     } catch {
       throw apiError('invalid_json');
     }

@@ -269,6 +269,13 @@ describe('mcs listen', () => {
     expect(stray.json.error).toMatchObject({ code: 'resource_missing', param: 'ack' });
     const noAck = await stack.api(keys.secret_key, 'POST', `/v1/webhooks/${plain.json.id}/listen/ack`, {});
     expect(noAck.json.error).toMatchObject({ code: 'missing_required_field', param: 'ack' });
+    const text = await fetch(`${stack.baseUrl}/v1/webhooks/${plain.json.id}/listen/ack`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${keys.secret_key}`, 'content-type': 'text/plain' },
+      body: 'ack=nope',
+    });
+    expect(text.status).toBe(415);
+    expect(((await text.json()) as { error: { code: string } }).error.code).toBe('unsupported_media_type');
     const noKey = await fetch(`${stack.baseUrl}/v1/webhooks/${plain.json.id}/listen`);
     expect(noKey.status).toBe(401);
   });
