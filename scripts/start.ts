@@ -1,4 +1,4 @@
-// `pnpm start`: runs the whole stack in the foreground (CONTRACT.md section 1).
+// `pnpm start`: runs the whole stack in the foreground (docs/operations.md).
 //
 //   1. PostgreSQL: DATABASE_URL, or embedded PostgreSQL under .data/postgres (port 5439, db `mcs`).
 //   2. NATS: NATS_URL, or `nats-server -js` from PATH on port 4229, stored under .data/nats.

@@ -1,4 +1,4 @@
-// Idempotency-Key at the gateway (spec 7.4, DESIGN.md "Idempotency"). The key and its answer
+// Idempotency-Key at the gateway (spec 7.4, docs/design.md "Idempotency"). The key and its answer
 // live with the resource, in the owning service (kit/idempotency): the gateway passes the key
 // and the request's fingerprint as metadata, and renders whatever the service answers (the
 // stored answer of a replay is the same message, so the same bytes). What stays here:

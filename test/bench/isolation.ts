@@ -2,7 +2,7 @@
 // (never answer; WEBHOOK_TIMEOUT=2s ends each attempt) and 20 answer 500? 41 accounts, one
 // endpoint each. Every phase sends the same order mix, closed loop: half to the healthy account,
 // half spread over the 40 others. Phase A: the 40 have no endpoints; phase B: they have the bad
-// ones; phase A′: those deleted again (a check on drift between phases). DESIGN.md target: bad
+// ones; phase A′: those deleted again (a check on drift between phases). docs/design.md target: bad
 // endpoints cost the healthy one ≤ 10 % throughput.
 import type { Stack } from '@mcs/testkit';
 import { type CpuReport, cpuTable, cpuWindow } from './cpu.ts';
@@ -221,7 +221,7 @@ export const isolation: Benchmark = {
     return {
       checks: [
         {
-          label: 'healthy endpoint throughput lost to bad endpoints (DESIGN.md)',
+          label: 'healthy endpoint throughput lost to bad endpoints (docs/design.md)',
           project: round(b.healthyPerSecWhileLoading, 0),
           baseline: round(baseline, 0),
           ratio,

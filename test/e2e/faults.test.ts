@@ -1,4 +1,4 @@
-// Real outages (DESIGN.md "Targets", Faults: "kill -9 of any process, NATS or Postgres down for
+// Real outages (docs/design.md "Targets", Faults: "kill -9 of any process, NATS or Postgres down for
 // 30 s: zero committed events lost"). Each test runs its own private nats-server or PostgreSQL,
 // so the shared servers that other test files use in parallel are never disturbed.
 import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
@@ -25,7 +25,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const run = promisify(execFile);
 
-// How long each server stays down. 10 s keeps CI fast; DESIGN.md's 30 s is exercised by
+// How long each server stays down. 10 s keeps CI fast; docs/design.md's 30 s is exercised by
 // running this file with FAULT_OUTAGE_MS=30000.
 const OUTAGE_MS = Number(process.env.FAULT_OUTAGE_MS ?? 10_000);
 /** After the server is back, everything committed must arrive within this. */

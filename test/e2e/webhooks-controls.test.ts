@@ -1,4 +1,4 @@
-// Delivery controls beyond the spec (CONTRACT.md section 5), through the public API against real
+// Delivery controls beyond the spec (docs/api.md and the README), through the public API against real
 // HTTPS receivers and a real SMTP server, with a short retry schedule: a 410 Gone answer disables
 // the endpoint at once; 429/503 with Retry-After pause that endpoint (capped by the schedule's
 // remaining span) and max_rate paces it, without slowing the others; the early-warning e-mail

@@ -1,6 +1,6 @@
 // Faults of the delivery engine: kill -9 of the webhooks service while deliveries are between
 // retries (and some attempts in flight), events created while it is down, restart: every
-// delivery still completes (CONTRACT.md section 4, "Retries survive restarts of any process").
+// delivery still completes (docs/api.md, "Events and deliveries": retries survive restarts of any process).
 import { createTestCerts, type Receiver, type Stack, startReceiver, startStack } from '@mcs/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 

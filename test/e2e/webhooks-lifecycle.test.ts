@@ -1,5 +1,5 @@
 // Webhook endpoints through the public API, against real HTTPS receivers and a real SMTP server:
-// the retry schedule and endpoint health (spec 3.1, 6.2–6.4, CONTRACT.md section 4), the one
+// the retry schedule and endpoint health (spec 3.1, 6.2–6.4, docs/api.md, "Events and deliveries"), the one
 // e-mail per unhealthy transition, re-enabling, resending, rotation, test events, updates and
 // deletion, and GET /v1/events returning exactly what deliveries carried.
 import {

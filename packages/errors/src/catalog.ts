@@ -1,5 +1,5 @@
 // The one catalog of error codes. Every error a client can see is one of these: its type
-// (spec 7.2), its HTTP status (CONTRACT.md section 2), a default message and the documentation
+// (spec 7.2), its HTTP status (docs/api.md, "Conventions"), a default message and the documentation
 // rendered at /docs/errors#<code>.
 
 export type ErrorType =
@@ -184,7 +184,7 @@ export function isErrorCode(code: string): code is ErrorCode {
   return Object.hasOwn(catalog, code);
 }
 
-/** HTTP status of an error code: CONTRACT.md section 2. */
+/** HTTP status of an error code: docs/api.md, "Conventions". */
 export function statusOf(code: ErrorCode): number {
   const entry: CatalogEntry = catalog[code];
   if (entry.status !== undefined) return entry.status;

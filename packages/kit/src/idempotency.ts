@@ -1,4 +1,4 @@
-// Idempotency-Key where the resource is written (DESIGN.md "Idempotency"). Every service keeps
+// Idempotency-Key where the resource is written (docs/design.md "Idempotency"). Every service keeps
 // a table `<schema>.idempotency_keys`: per (account, mode, key hash) the fingerprint of the
 // first request and its answer (the RPC's response message, sealed). The row commits in the
 // same statement or transaction as the write it answers for, so a retry after any crash either
@@ -370,7 +370,7 @@ select exists (select 1 from o) as inserted, p.fingerprint, p.response
 
 /**
  * Inserts one row, its event and its idempotency key in ONE statement, so a create costs one
- * round trip and needs no transaction (DESIGN.md "Targets": ingest):
+ * round trip and needs no transaction (docs/design.md "Targets": ingest):
  *
  *   with k as (insert into <keys> … on conflict (account, mode, hash) do update … where expired returning 1),
  *        o as (insert into <table> (…) select … where exists (select 1 from k) returning 1),

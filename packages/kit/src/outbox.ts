@@ -1,4 +1,4 @@
-// The transactional outbox (DESIGN.md "Events and their guarantees"): a write and its event
+// The transactional outbox (docs/design.md "Events and their guarantees"): a write and its event
 // commit in one transaction; the relay publishes committed events to JetStream with the event id
 // as Nats-Msg-Id (JetStream drops duplicates), then deletes their rows.
 //
@@ -183,7 +183,7 @@ export async function appendEvent(tx: Tx, table: OutboxTable, input: NewEvent): 
 
 /**
  * Inserts one row and its event in ONE statement, so a create costs one round trip and needs
- * no transaction (DESIGN.md "Targets": ingest):
+ * no transaction (docs/design.md "Targets": ingest):
  *
  *   with o as (insert into <table> … on conflict do nothing returning *),
  *        e as (insert into <outbox> (event_id, type, payload) select … from o)

@@ -1,4 +1,4 @@
-// Proto message → REST JSON, the one rendering of every resource (CONTRACT.md section 2). The
+// Proto message → REST JSON, the one rendering of every resource (docs/api.md, "Conventions"). The
 // gateway renders responses with it and the webhooks service renders event payloads with it,
 // so an event's `data` is byte for byte what GET returns for the same resource state.
 import {

@@ -1,4 +1,4 @@
-// A fresh database per test file, on the PostgreSQL server of DATABASE_URL (DESIGN.md: each
+// A fresh database per test file, on the PostgreSQL server of DATABASE_URL (docs/design.md: each
 // test run creates its own database and removes it after). Tests apply their own migrations.
 import { randomBytes } from 'node:crypto';
 import { DEFAULT_DATABASE_URL } from '@mcs/kit/config';

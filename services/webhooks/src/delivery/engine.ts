@@ -1,4 +1,4 @@
-// The delivery engine (DESIGN.md): state lives in Postgres, the HTTP call happens outside any
+// The delivery engine (docs/design.md): state lives in Postgres, the HTTP call happens outside any
 // transaction. Each queued delivery carries a lease (the next_attempt_at its queuer set), and
 // only the holder of a delivery's lease attempts it; one whose worker died is claimed by the
 // poller (FOR UPDATE SKIP LOCKED) when its lease runs out. Short retry delays use a timer; long

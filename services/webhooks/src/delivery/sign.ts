@@ -1,4 +1,4 @@
-// The two signatures every delivery carries (CONTRACT.md section 4).
+// The two signatures every delivery carries (docs/api.md, "Events and deliveries").
 import { createHmac } from 'node:crypto';
 
 /** X-Service-Signature: lowercase hex HMAC-SHA256 of the body, keyed with the whole secret string. */

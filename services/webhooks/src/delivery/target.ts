@@ -1,4 +1,4 @@
-// Target safety (DESIGN.md "Target safety"): a delivery may only reach public addresses unless
+// Target safety (docs/design.md "The delivery engine", target safety): a delivery may only reach public addresses unless
 // the operator allows private networks. The check runs on the address a connection really
 // uses, after DNS, so a name that later resolves elsewhere (rebinding) gains nothing.
 import { lookup } from 'node:dns/promises';

@@ -48,7 +48,7 @@ export function loadSecretsKey(
   return { key: parseKey(readFileSync(file, 'utf8')), generated: true };
 }
 
-/** `whsec_` + base64 of 32 random bytes (CONTRACT.md section 4: at least 24). */
+/** `whsec_` + base64 of 32 random bytes (docs/api.md: at least 24). */
 export function newSigningSecret(): string {
   return `whsec_${randomBytes(32).toString('base64')}`;
 }

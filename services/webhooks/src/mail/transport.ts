@@ -1,5 +1,5 @@
 // Where e-mail goes: an SMTP server (SMTP_URL, through nodemailer), or without one, a JSON log
-// line plus the message written under MAIL_DIR as <id>.eml and <id>.json (CONTRACT.md section 1).
+// line plus the message written under MAIL_DIR as <id>.eml and <id>.json (docs/operations.md).
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Logger } from '@mcs/kit/log';
