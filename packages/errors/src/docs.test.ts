@@ -1,4 +1,5 @@
-// docs/errors.md lists every code of the catalog with its type and HTTP status, and nothing else.
+// docs/errors.md lists every code of the catalog with its type and HTTP status, and nothing else
+// (`pnpm --filter @mcs/errors docs` rewrites its table).
 import { readFileSync } from 'node:fs';
 import { expect, it } from 'vitest';
 import { catalog, type ErrorCode, statusOf } from './catalog.ts';

@@ -505,6 +505,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/webhooks/{id}/listen": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Stream the deliveries of a listen endpoint
+         * @description What `mcs listen` reads: a long-lived NDJSON stream (one ListenFrame per line) of every attempt to deliver to this endpoint while the stream is open. Secret keys only.
+         */
+        get: operations["ListenWebhookEndpoint"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{id}/listen/ack": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Acknowledge a listen delivery
+         * @description What the local server answered to a delivery of the listen stream; the delivery records it as the attempt’s result. Each ack token answers once.
+         */
+        post: operations["AckListenDelivery"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/webhooks/{id}/rotate_secret": {
         parameters: {
             query?: never;
@@ -915,7 +955,7 @@ export interface components {
                  * @description What went wrong, for programs; each is documented at doc_url.
                  * @enum {string}
                  */
-                code: "missing_required_field" | "invalid_type" | "invalid_value" | "invalid_phone" | "invalid_currency" | "invalid_url" | "invalid_event_type" | "unknown_parameter" | "invalid_json" | "unsupported_media_type" | "body_too_large" | "route_not_found" | "method_not_allowed" | "not_a_listen_endpoint" | "resource_missing" | "invalid_idempotency_key" | "idempotency_key_in_use" | "idempotency_key_reused" | "invalid_state_transition" | "api_key_missing" | "api_key_invalid" | "secret_key_required" | "test_mode_only" | "rate_limited" | "api_error" | "service_unavailable";
+                code: "missing_required_field" | "invalid_type" | "invalid_value" | "invalid_phone" | "invalid_currency" | "invalid_url" | "invalid_event_type" | "unknown_parameter" | "invalid_json" | "unsupported_media_type" | "body_too_large" | "route_not_found" | "method_not_allowed" | "not_a_listen_endpoint" | "resource_missing" | "invalid_idempotency_key" | "idempotency_key_in_use" | "idempotency_key_reused" | "invalid_state_transition" | "api_key_missing" | "api_key_invalid" | "owner_credentials_invalid" | "login_throttled" | "password_too_weak" | "email_taken" | "secret_key_required" | "test_mode_only" | "rate_limited" | "api_error" | "service_unavailable";
                 /**
                  * Format: uri
                  * @description Where this code is documented.
@@ -929,7 +969,7 @@ export interface components {
                  * @description The category of the error.
                  * @enum {string}
                  */
-                type: "invalid_request_error" | "not_found_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
+                type: "invalid_request_error" | "not_found_error" | "authentication_error" | "rate_limit_error" | "permission_error" | "api_error";
             };
         };
         Event: {
@@ -974,6 +1014,52 @@ export interface components {
              * @example /v1/events
              */
             url: string;
+        };
+        ListenAck: {
+            ack: string;
+            /** @example dlv_01jdq7kx3m5w8n2c4v6b9t0r1s */
+            delivery: string;
+            /** @constant */
+            object: "listen_ack";
+        };
+        /** @description An attempt to deliver: forward body and headers to the local server, then acknowledge with ack. */
+        ListenDeliveryFrame: {
+            /** @description The token to acknowledge this attempt with. */
+            ack: string;
+            /** @description The attempt's number in the delivery's log. */
+            attempt: number;
+            /** @description The exact body of the delivery (an Event as JSON). */
+            body: string;
+            /** @example dlv_01jdq7kx3m5w8n2c4v6b9t0r1s */
+            delivery: string;
+            /** @example evt_01jdq7kx3m5w8n2c4v6b9t0r1s */
+            event: string;
+            /** @description The signature headers made with the endpoint’s secret. */
+            headers: {
+                [key: string]: string;
+            };
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "delivery";
+        };
+        /** @description One line of the listen stream (NDJSON): ready once, then a delivery per attempt, a ping every 15 s. */
+        ListenFrame: components["schemas"]["ListenReadyFrame"] | components["schemas"]["ListenDeliveryFrame"] | components["schemas"]["ListenPingFrame"];
+        ListenPingFrame: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "ping";
+        };
+        ListenReadyFrame: {
+            endpoint: components["schemas"]["WebhookEndpoint"];
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "ready";
         };
         Message: {
             /**
@@ -1614,7 +1700,7 @@ export interface components {
              */
             livemode: boolean;
             /**
-             * @description At most this many deliveries per second are started to the endpoint (per webhooks process); other endpoints are not slowed. null: unlimited.
+             * @description At most this many deliveries per second are started to the endpoint (one limit across all webhooks replicas); other endpoints are not slowed. null: unlimited.
              * @example 50
              */
             max_rate: number | null;
@@ -1634,8 +1720,7 @@ export interface components {
              */
             status: "enabled" | "unhealthy" | "disabled";
             /**
-             * Format: uri
-             * @description Absolute URL receiving the deliveries: https:// (http:// only where the server allows it), without credentials or fragment, on a public host.
+             * @description Absolute URL receiving the deliveries: https:// (http:// only where the server allows it), without credentials or fragment, on a public host; or "mcs-listen:" for an endpoint that `mcs listen` streams (test mode).
              * @example https://example.com/webhooks
              */
             url: string;
@@ -1733,7 +1818,7 @@ export interface components {
         };
     };
     responses: {
-        /** @description `missing_required_field`, `invalid_type`, `invalid_value`, `invalid_phone`, `invalid_currency`, `invalid_url`, `invalid_event_type`, `unknown_parameter`, `invalid_json`, `not_a_listen_endpoint`, `invalid_idempotency_key`, `invalid_state_transition` (see /docs/errors). */
+        /** @description `missing_required_field`, `invalid_type`, `invalid_value`, `invalid_phone`, `invalid_currency`, `invalid_url`, `invalid_event_type`, `unknown_parameter`, `invalid_json`, `not_a_listen_endpoint`, `invalid_idempotency_key`, `invalid_state_transition`, `password_too_weak`, `email_taken` (see /docs/errors). */
         BadRequest: {
             headers: {
                 "Request-Id": components["headers"]["RequestId"];
@@ -1895,7 +1980,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description `rate_limited` (see /docs/errors). */
+        /** @description `login_throttled`, `rate_limited` (see /docs/errors). */
         TooManyRequests: {
             headers: {
                 "Request-Id": components["headers"]["RequestId"];
@@ -1907,16 +1992,16 @@ export interface components {
                  * @example {
                  *       "error": {
                  *         "type": "rate_limit_error",
-                 *         "code": "rate_limited",
-                 *         "message": "Too many requests. Wait for the number of seconds in the Retry-After header, then retry.",
-                 *         "doc_url": "http://127.0.0.1:8080/docs/errors#rate_limited"
+                 *         "code": "login_throttled",
+                 *         "message": "Too many failed sign-ins. Wait, then try again.",
+                 *         "doc_url": "http://127.0.0.1:8080/docs/errors#login_throttled"
                  *       }
                  *     }
                  */
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description `api_key_missing`, `api_key_invalid` (see /docs/errors). */
+        /** @description `api_key_missing`, `api_key_invalid`, `owner_credentials_invalid` (see /docs/errors). */
         Unauthorized: {
             headers: {
                 "Request-Id": components["headers"]["RequestId"];
@@ -3763,13 +3848,12 @@ export interface operations {
                      */
                     events: ("message.received" | "message.sent" | "conversation.created" | "order.created" | "order.updated" | "payment.completed" | "payment.failed" | "product.created" | "product.updated" | "webhook_endpoint.unhealthy" | "webhook_endpoint.disabled" | "webhook_endpoint.enabled" | "*")[];
                     /**
-                     * @description At most this many deliveries per second are started to the endpoint (per webhooks process); other endpoints are not slowed. Omit for unlimited.
+                     * @description At most this many deliveries per second are started to the endpoint (one limit across all webhooks replicas); other endpoints are not slowed. Omit for unlimited.
                      * @example 50
                      */
                     max_rate?: number;
                     /**
-                     * Format: uri
-                     * @description Absolute URL receiving the deliveries: https:// (http:// only where the server allows it), without credentials or fragment, on a public host.
+                     * @description Absolute URL receiving the deliveries: https:// (http:// only where the server allows it), without credentials or fragment, on a public host; or "mcs-listen:" for an endpoint that `mcs listen` streams (test mode).
                      * @example https://example.com/webhooks
                      */
                     url: string;
@@ -3926,13 +4010,12 @@ export interface operations {
                      */
                     events?: ("message.received" | "message.sent" | "conversation.created" | "order.created" | "order.updated" | "payment.completed" | "payment.failed" | "product.created" | "product.updated" | "webhook_endpoint.unhealthy" | "webhook_endpoint.disabled" | "webhook_endpoint.enabled" | "*")[];
                     /**
-                     * @description At most this many deliveries per second are started to the endpoint (per webhooks process); other endpoints are not slowed. 0 removes the limit.
+                     * @description At most this many deliveries per second are started to the endpoint (one limit across all webhooks replicas); other endpoints are not slowed. 0 removes the limit.
                      * @example 50
                      */
                     max_rate?: number;
                     /**
-                     * Format: uri
-                     * @description Absolute URL receiving the deliveries: https:// (http:// only where the server allows it), without credentials or fragment, on a public host.
+                     * @description Absolute URL receiving the deliveries: https:// (http:// only where the server allows it), without credentials or fragment, on a public host; or "mcs-listen:" for an endpoint that `mcs listen` streams (test mode).
                      * @example https://example.com/webhooks
                      */
                     url?: string;
@@ -4227,6 +4310,106 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ListenWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A listen endpoint (url "mcs-listen:", made by `mcs listen`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The stream, until either side closes it. */
+            200: {
+                headers: {
+                    "Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "ping"
+                     *     }
+                     */
+                    "application/x-ndjson": components["schemas"]["ListenFrame"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    AckListenDelivery: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A listen endpoint (url "mcs-listen:", made by `mcs listen`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "ack": "k3J9x0b2Qm8tZ1vY4rW7nA",
+                 *       "status_code": 200,
+                 *       "error": null,
+                 *       "latency_ms": 12,
+                 *       "response_excerpt": "ok"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The token of the delivery frame. */
+                    ack: string;
+                    /** @description Why it failed, if it did. */
+                    error?: string | null;
+                    latency_ms?: number;
+                    /** @description The start of the local server's answer. */
+                    response_excerpt?: string | null;
+                    /** @description The local server's status; null when it did not answer. */
+                    status_code?: number | null;
+                };
+            };
+        };
+        responses: {
+            /** @description Recorded. */
+            200: {
+                headers: {
+                    "Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "object": "listen_ack",
+                     *       "ack": "k3J9x0b2Qm8tZ1vY4rW7nA",
+                     *       "delivery": "dlv_01jdq7kx3m5w8n2c4v6b9t0r1s"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ListenAck"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
             503: components["responses"]["ServiceUnavailable"];
