@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { fromBinary } from '@bufbuild/protobuf';
 import { FileDescriptorProtoSchema } from '@bufbuild/protobuf/wkt';
 import { SERVICES } from '@mcs/kit/config';
+import { registry } from '@mcs/proto';
 import { REPO_ROOT, type Stack, startStack, stockHealthClient, stockReflectionClient } from '@mcs/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -18,22 +19,15 @@ beforeAll(async () => {
 });
 afterAll(() => stack?.stop());
 
-/** The gRPC services each process serves besides health and reflection. */
-const EXPECTED: Record<(typeof SERVICES)[number], string[]> = {
-  accounts: ['mcs.accounts.v1.AccountService'],
-  commerce: [
-    'mcs.commerce.v1.OrderService',
-    'mcs.commerce.v1.PaymentService',
-    'mcs.commerce.v1.PaymentTestHelperService',
-    'mcs.commerce.v1.ProductService',
-  ],
-  messaging: [
-    'mcs.messaging.v1.ConversationService',
-    'mcs.messaging.v1.MessageService',
-    'mcs.messaging.v1.MessageTestHelperService',
-  ],
-  webhooks: ['mcs.webhooks.v1.EventService', 'mcs.webhooks.v1.WebhookEndpointService'],
-};
+/** The gRPC services each process serves besides health and reflection: those of its proto package. */
+const EXPECTED = Object.fromEntries(
+  SERVICES.map((service) => [
+    service,
+    [...registry]
+      .flatMap((d) => (d.kind === 'service' && d.typeName.split('.')[1] === service ? [d.typeName] : []))
+      .sort(),
+  ]),
+) as Record<(typeof SERVICES)[number], string[]>;
 const STANDARD = [
   'grpc.health.v1.Health',
   'grpc.reflection.v1.ServerReflection',

@@ -393,6 +393,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/webhook_settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Retrieve the webhook settings
+         * @description The retry schedule in force for the key's account and mode.
+         */
+        get: operations["GetWebhookSettings"];
+        put?: never;
+        /**
+         * Update the webhook settings
+         * @description Test mode only: a shorter retry schedule of the account's own for development (retry_schedule), or back to the service's (reset: true). It applies from the next failure of each delivery.
+         */
+        post: operations["UpdateWebhookSettings"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/webhooks": {
         parameters: {
             query?: never;
@@ -834,7 +858,6 @@ export interface components {
             /**
              * Format: date-time
              * @description When it was closed; null while open.
-             * @example 2026-01-15T09:30:00.000Z
              */
             closed_at: string | null;
             /**
@@ -995,6 +1018,7 @@ export interface components {
             object: "event";
             /**
              * @description What happened (see the webhooks section for each type).
+             * @example order.created
              * @enum {string}
              */
             type: "message.received" | "message.sent" | "conversation.created" | "order.created" | "order.updated" | "payment.completed" | "payment.failed" | "product.created" | "product.updated" | "webhook_endpoint.unhealthy" | "webhook_endpoint.disabled" | "webhook_endpoint.enabled";
@@ -1075,6 +1099,7 @@ export interface components {
             created_at: string;
             /**
              * @description inbound (from the customer) or outbound (to the customer).
+             * @example outbound
              * @enum {string}
              */
             direction: "inbound" | "outbound";
@@ -1606,6 +1631,7 @@ export interface components {
             event: string;
             /**
              * @description The type of that event.
+             * @example order.created
              * @enum {string}
              */
             event_type: "message.received" | "message.sent" | "conversation.created" | "order.created" | "order.updated" | "payment.completed" | "payment.failed" | "product.created" | "product.updated" | "webhook_endpoint.unhealthy" | "webhook_endpoint.disabled" | "webhook_endpoint.enabled";
@@ -1619,7 +1645,6 @@ export interface components {
             /**
              * Format: date-time
              * @description When the next attempt is due; null unless pending.
-             * @example 2026-01-15T09:30:00.000Z
              */
             next_attempt_at: string | null;
             /**
@@ -1629,6 +1654,7 @@ export interface components {
             object: "webhook_delivery";
             /**
              * @description pending (waiting for its next attempt), succeeded (a 2xx answer), failed (every attempt failed) or skipped (the endpoint was unhealthy, disabled or deleted).
+             * @example succeeded
              * @enum {string}
              */
             status: "pending" | "succeeded" | "failed" | "skipped";
@@ -1687,7 +1713,6 @@ export interface components {
             /**
              * Format: date-time
              * @description When attempts to it started failing without a success since; null while healthy. One warning e-mail goes out per failing stretch, once it has lasted WEBHOOK_WARN_AFTER (1 h) or a delivery spent half its retries.
-             * @example 2026-01-15T09:30:00.000Z
              */
             failing_since: string | null;
             /** @example we_01jdq7kx3m5w8n2c4v6b9t0r1s */
@@ -1815,6 +1840,45 @@ export interface components {
             object: "event";
             /** @constant */
             type: "webhook_endpoint.unhealthy";
+        };
+        WebhookSettings: {
+            /**
+             * @description true: the account's own schedule (test mode only); false: the service's.
+             * @example false
+             */
+            custom: boolean;
+            /**
+             * @description The service's schedule (WEBHOOK_RETRY_SCHEDULE): what live mode uses, and what reset returns to.
+             * @example [
+             *       "30s",
+             *       "5m",
+             *       "30m",
+             *       "2h",
+             *       "24h"
+             *     ]
+             */
+            default_retry_schedule: string[];
+            /**
+             * @description true for live-mode data (sk_live_ keys), false for test mode.
+             * @example false
+             */
+            livemode: boolean;
+            /**
+             * @description Always "webhook_settings".
+             * @constant
+             */
+            object: "webhook_settings";
+            /**
+             * @description The delays of the retries after a failed first attempt, in force for this account and mode. A delivery makes at most 1 + this many attempts; the failure of the last turns the endpoint unhealthy.
+             * @example [
+             *       "30s",
+             *       "5m",
+             *       "30m",
+             *       "2h",
+             *       "24h"
+             *     ]
+             */
+            retry_schedule: string[];
         };
     };
     responses: {
@@ -2127,7 +2191,7 @@ export interface operations {
                      *           "livemode": false,
                      *           "created_at": "2026-01-15T09:30:00.000Z",
                      *           "updated_at": "2026-01-15T09:30:00.000Z",
-                     *           "closed_at": "2026-01-15T09:30:00.000Z"
+                     *           "closed_at": null
                      *         }
                      *       ],
                      *       "has_more": true,
@@ -2193,7 +2257,7 @@ export interface operations {
                      *       "livemode": false,
                      *       "created_at": "2026-01-15T09:30:00.000Z",
                      *       "updated_at": "2026-01-15T09:30:00.000Z",
-                     *       "closed_at": "2026-01-15T09:30:00.000Z"
+                     *       "closed_at": null
                      *     }
                      */
                     "application/json": components["schemas"]["Conversation"];
@@ -2245,7 +2309,7 @@ export interface operations {
                      *           "id": "msg_01jdq7kx3m5w8n2c4v6b9t0r1s",
                      *           "object": "message",
                      *           "conversation": "conv_01jdq7kx3m5w8n2c4v6b9t0r1s",
-                     *           "direction": "inbound",
+                     *           "direction": "outbound",
                      *           "status": "sent",
                      *           "text": "Hello! Your order is on its way.",
                      *           "livemode": false,
@@ -2312,7 +2376,7 @@ export interface operations {
                      *       "id": "msg_01jdq7kx3m5w8n2c4v6b9t0r1s",
                      *       "object": "message",
                      *       "conversation": "conv_01jdq7kx3m5w8n2c4v6b9t0r1s",
-                     *       "direction": "inbound",
+                     *       "direction": "outbound",
                      *       "status": "sent",
                      *       "text": "Hello! Your order is on its way.",
                      *       "livemode": false,
@@ -2367,7 +2431,7 @@ export interface operations {
                      *       "livemode": false,
                      *       "created_at": "2026-01-15T09:30:00.000Z",
                      *       "updated_at": "2026-01-15T09:30:00.000Z",
-                     *       "closed_at": "2026-01-15T09:30:00.000Z"
+                     *       "closed_at": null
                      *     }
                      */
                     "application/json": components["schemas"]["Conversation"];
@@ -2423,7 +2487,7 @@ export interface operations {
                      *       "livemode": false,
                      *       "created_at": "2026-01-15T09:30:00.000Z",
                      *       "updated_at": "2026-01-15T09:30:00.000Z",
-                     *       "closed_at": "2026-01-15T09:30:00.000Z"
+                     *       "closed_at": null
                      *     }
                      */
                     "application/json": components["schemas"]["Conversation"];
@@ -2473,7 +2537,7 @@ export interface operations {
                      *         {
                      *           "id": "evt_01jdq7kx3m5w8n2c4v6b9t0r1s",
                      *           "object": "event",
-                     *           "type": "message.received",
+                     *           "type": "order.created",
                      *           "created_at": "2026-01-15T09:30:00.000Z",
                      *           "data": {
                      *             "id": "ord_01jdq7kx3m5w8n2c4v6b9t0r1s",
@@ -2541,7 +2605,7 @@ export interface operations {
                      * @example {
                      *       "id": "evt_01jdq7kx3m5w8n2c4v6b9t0r1s",
                      *       "object": "event",
-                     *       "type": "message.received",
+                     *       "type": "order.created",
                      *       "created_at": "2026-01-15T09:30:00.000Z",
                      *       "data": {
                      *         "id": "ord_01jdq7kx3m5w8n2c4v6b9t0r1s",
@@ -2606,7 +2670,7 @@ export interface operations {
                      *       "id": "msg_01jdq7kx3m5w8n2c4v6b9t0r1s",
                      *       "object": "message",
                      *       "conversation": "conv_01jdq7kx3m5w8n2c4v6b9t0r1s",
-                     *       "direction": "inbound",
+                     *       "direction": "outbound",
                      *       "status": "sent",
                      *       "text": "Hello! Your order is on its way.",
                      *       "livemode": false,
@@ -3589,7 +3653,7 @@ export interface operations {
                      *       "id": "msg_01jdq7kx3m5w8n2c4v6b9t0r1s",
                      *       "object": "message",
                      *       "conversation": "conv_01jdq7kx3m5w8n2c4v6b9t0r1s",
-                     *       "direction": "inbound",
+                     *       "direction": "outbound",
                      *       "status": "sent",
                      *       "text": "Hello! Your order is on its way.",
                      *       "livemode": false,
@@ -3741,6 +3805,134 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    GetWebhookSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Retrieve the webhook settings: success. */
+            200: {
+                headers: {
+                    "Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "object": "webhook_settings",
+                     *       "retry_schedule": [
+                     *         "30s",
+                     *         "5m",
+                     *         "30m",
+                     *         "2h",
+                     *         "24h"
+                     *       ],
+                     *       "custom": false,
+                     *       "default_retry_schedule": [
+                     *         "30s",
+                     *         "5m",
+                     *         "30m",
+                     *         "2h",
+                     *         "24h"
+                     *       ],
+                     *       "livemode": false
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookSettings"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    UpdateWebhookSettings: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A unique string chosen by the client (1 to 255 characters). Retrying with the same key within 24 hours returns the first answer (with Idempotent-Replayed: true) and changes nothing. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "reset": true
+                 *     }
+                 */
+                "application/json": {
+                    /** @description true: back to the service's schedule (instead of retry_schedule). */
+                    reset?: boolean;
+                    /**
+                     * @description 1 to 5 delays, each from 1s to 24h (a number and one of ms, s, m, h). Test mode only.
+                     * @example [
+                     *       "5s",
+                     *       "30s"
+                     *     ]
+                     */
+                    retry_schedule?: string[];
+                };
+            };
+        };
+        responses: {
+            /** @description Update the webhook settings: success. */
+            200: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "object": "webhook_settings",
+                     *       "retry_schedule": [
+                     *         "30s",
+                     *         "5m",
+                     *         "30m",
+                     *         "2h",
+                     *         "24h"
+                     *       ],
+                     *       "custom": false,
+                     *       "default_retry_schedule": [
+                     *         "30s",
+                     *         "5m",
+                     *         "30m",
+                     *         "2h",
+                     *         "24h"
+                     *       ],
+                     *       "livemode": false
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookSettings"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     ListWebhookEndpoints: {
         parameters: {
             query?: {
@@ -3776,8 +3968,8 @@ export interface operations {
                      *           ],
                      *           "description": "Order sync",
                      *           "status": "enabled",
-                     *           "disabled_reason": "gone",
-                     *           "failing_since": "2026-01-15T09:30:00.000Z",
+                     *           "disabled_reason": null,
+                     *           "failing_since": null,
                      *           "last_error": null,
                      *           "disable_on_gone": true,
                      *           "max_rate": 50,
@@ -3880,8 +4072,8 @@ export interface operations {
                      *       ],
                      *       "description": "Order sync",
                      *       "status": "enabled",
-                     *       "disabled_reason": "gone",
-                     *       "failing_since": "2026-01-15T09:30:00.000Z",
+                     *       "disabled_reason": null,
+                     *       "failing_since": null,
                      *       "last_error": null,
                      *       "disable_on_gone": true,
                      *       "max_rate": 50,
@@ -3937,8 +4129,8 @@ export interface operations {
                      *       ],
                      *       "description": "Order sync",
                      *       "status": "enabled",
-                     *       "disabled_reason": "gone",
-                     *       "failing_since": "2026-01-15T09:30:00.000Z",
+                     *       "disabled_reason": null,
+                     *       "failing_since": null,
                      *       "last_error": null,
                      *       "disable_on_gone": true,
                      *       "max_rate": 50,
@@ -3977,15 +4169,12 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "url": "https://example.com/webhooks",
                  *       "events": [
                  *         "order.created",
-                 *         "order.updated"
+                 *         "order.updated",
+                 *         "payment.completed"
                  *       ],
-                 *       "description": "Order sync",
-                 *       "disabled": true,
-                 *       "disable_on_gone": true,
-                 *       "max_rate": 50
+                 *       "description": "Order sync"
                  *     }
                  */
                 "application/json": {
@@ -4042,8 +4231,8 @@ export interface operations {
                      *       ],
                      *       "description": "Order sync",
                      *       "status": "enabled",
-                     *       "disabled_reason": "gone",
-                     *       "failing_since": "2026-01-15T09:30:00.000Z",
+                     *       "disabled_reason": null,
+                     *       "failing_since": null,
                      *       "last_error": null,
                      *       "disable_on_gone": true,
                      *       "max_rate": 50,
@@ -4143,10 +4332,10 @@ export interface operations {
                      *           "object": "webhook_delivery",
                      *           "webhook_endpoint": "we_01jdq7kx3m5w8n2c4v6b9t0r1s",
                      *           "event": "evt_01jdq7kx3m5w8n2c4v6b9t0r1s",
-                     *           "event_type": "message.received",
-                     *           "status": "pending",
+                     *           "event_type": "order.created",
+                     *           "status": "succeeded",
                      *           "attempt_count": 1,
-                     *           "next_attempt_at": "2026-01-15T09:30:00.000Z",
+                     *           "next_attempt_at": null,
                      *           "attempts": [
                      *             {
                      *               "number": 1,
@@ -4214,10 +4403,10 @@ export interface operations {
                      *       "object": "webhook_delivery",
                      *       "webhook_endpoint": "we_01jdq7kx3m5w8n2c4v6b9t0r1s",
                      *       "event": "evt_01jdq7kx3m5w8n2c4v6b9t0r1s",
-                     *       "event_type": "message.received",
-                     *       "status": "pending",
+                     *       "event_type": "order.created",
+                     *       "status": "succeeded",
                      *       "attempt_count": 1,
-                     *       "next_attempt_at": "2026-01-15T09:30:00.000Z",
+                     *       "next_attempt_at": null,
                      *       "attempts": [
                      *         {
                      *           "number": 1,
@@ -4288,8 +4477,8 @@ export interface operations {
                      *       ],
                      *       "description": "Order sync",
                      *       "status": "enabled",
-                     *       "disabled_reason": "gone",
-                     *       "failing_since": "2026-01-15T09:30:00.000Z",
+                     *       "disabled_reason": null,
+                     *       "failing_since": null,
                      *       "last_error": null,
                      *       "disable_on_gone": true,
                      *       "max_rate": 50,
@@ -4454,8 +4643,8 @@ export interface operations {
                      *       ],
                      *       "description": "Order sync",
                      *       "status": "enabled",
-                     *       "disabled_reason": "gone",
-                     *       "failing_since": "2026-01-15T09:30:00.000Z",
+                     *       "disabled_reason": null,
+                     *       "failing_since": null,
                      *       "last_error": null,
                      *       "disable_on_gone": true,
                      *       "max_rate": 50,
@@ -4525,10 +4714,10 @@ export interface operations {
                      *       "object": "webhook_delivery",
                      *       "webhook_endpoint": "we_01jdq7kx3m5w8n2c4v6b9t0r1s",
                      *       "event": "evt_01jdq7kx3m5w8n2c4v6b9t0r1s",
-                     *       "event_type": "message.received",
-                     *       "status": "pending",
+                     *       "event_type": "order.created",
+                     *       "status": "succeeded",
                      *       "attempt_count": 1,
-                     *       "next_attempt_at": "2026-01-15T09:30:00.000Z",
+                     *       "next_attempt_at": null,
                      *       "attempts": [
                      *         {
                      *           "number": 1,
@@ -4595,7 +4784,7 @@ export interface operations {
                  *         "livemode": false,
                  *         "created_at": "2026-01-15T09:30:00.000Z",
                  *         "updated_at": "2026-01-15T09:30:00.000Z",
-                 *         "closed_at": "2026-01-15T09:30:00.000Z"
+                 *         "closed_at": null
                  *       },
                  *       "livemode": false
                  *     }
@@ -4648,7 +4837,7 @@ export interface operations {
                  *         "id": "msg_01jdq7kx3m5w8n2c4v6b9t0r1s",
                  *         "object": "message",
                  *         "conversation": "conv_01jdq7kx3m5w8n2c4v6b9t0r1s",
-                 *         "direction": "inbound",
+                 *         "direction": "outbound",
                  *         "status": "sent",
                  *         "text": "Hello! Your order is on its way.",
                  *         "livemode": false,
@@ -4705,7 +4894,7 @@ export interface operations {
                  *         "id": "msg_01jdq7kx3m5w8n2c4v6b9t0r1s",
                  *         "object": "message",
                  *         "conversation": "conv_01jdq7kx3m5w8n2c4v6b9t0r1s",
-                 *         "direction": "inbound",
+                 *         "direction": "outbound",
                  *         "status": "sent",
                  *         "text": "Hello! Your order is on its way.",
                  *         "livemode": false,
@@ -5144,8 +5333,8 @@ export interface operations {
                  *         ],
                  *         "description": "Order sync",
                  *         "status": "enabled",
-                 *         "disabled_reason": "gone",
-                 *         "failing_since": "2026-01-15T09:30:00.000Z",
+                 *         "disabled_reason": null,
+                 *         "failing_since": null,
                  *         "last_error": null,
                  *         "disable_on_gone": true,
                  *         "max_rate": 50,
@@ -5210,8 +5399,8 @@ export interface operations {
                  *         ],
                  *         "description": "Order sync",
                  *         "status": "enabled",
-                 *         "disabled_reason": "gone",
-                 *         "failing_since": "2026-01-15T09:30:00.000Z",
+                 *         "disabled_reason": null,
+                 *         "failing_since": null,
                  *         "last_error": null,
                  *         "disable_on_gone": true,
                  *         "max_rate": 50,
@@ -5276,8 +5465,8 @@ export interface operations {
                  *         ],
                  *         "description": "Order sync",
                  *         "status": "enabled",
-                 *         "disabled_reason": "gone",
-                 *         "failing_since": "2026-01-15T09:30:00.000Z",
+                 *         "disabled_reason": null,
+                 *         "failing_since": null,
                  *         "last_error": null,
                  *         "disable_on_gone": true,
                  *         "max_rate": 50,
