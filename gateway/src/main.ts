@@ -75,6 +75,7 @@ await runProcess(log, async () => {
     accounts: accountsClient,
     webhooks: createClient(webhooks.WebhookEndpointService, transports.get('webhooks')!),
     events: createClient(webhooks.EventService, transports.get('webhooks')!),
+    settings: createClient(webhooks.WebhookSettingsService, transports.get('webhooks')!),
     docsUrl: env.docsUrl,
     log,
     keyCheckTtlMs: env.AUTH_CACHE_TTL,

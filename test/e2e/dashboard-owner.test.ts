@@ -294,6 +294,29 @@ describe('the owner dashboard in a browser', () => {
     await context.close();
   });
 
+  it('shortens the test-mode retry schedule and resets it', async () => {
+    const context = await browser.newContext();
+    const page = await keyboardSignIn(context, 'owner@example.com');
+    await page.fill('#retry_schedule', '1s, 2s');
+    await submit(page, '#retry-form button[type=submit].primary');
+    await expect(page.locator('.flash.ok').textContent()).resolves.toContain('1s, 2s');
+    await expect(page.locator('#retry-schedule').textContent()).resolves.toContain(
+      "this account's test-mode schedule",
+    );
+    expect(await api(owner.secret_key, 'GET', '/v1/webhook_settings')).toMatchObject({
+      retry_schedule: ['1s', '2s'],
+      custom: true,
+    });
+    await page.fill('#retry_schedule', 'soon');
+    await submit(page, '#retry-form button[type=submit].primary');
+    await expect(page.locator('.flash.error').textContent()).resolves.toContain(
+      'The retry schedule was not saved',
+    );
+    await submit(page, '#retry-form button[name=reset]');
+    expect((await api(owner.secret_key, 'GET', '/v1/webhook_settings')).custom).toBe(false);
+    await context.close();
+  });
+
   it('fits a phone screen: no sideways scrolling, the mode switch and navigation in reach', async () => {
     const context = await browser.newContext({
       viewport: { width: 375, height: 740 },

@@ -22,6 +22,7 @@ export interface DashboardDeps {
   accounts: Client<typeof accounts.AccountService>;
   webhooks: Client<typeof webhooks.WebhookEndpointService>;
   events: Client<typeof webhooks.EventService>;
+  settings: Client<typeof webhooks.WebhookSettingsService>;
   docsUrl: string;
   log: Logger;
   /**

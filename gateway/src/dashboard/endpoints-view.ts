@@ -102,6 +102,29 @@ ${['*', ...eventTypes].map(
 </form>`;
 }
 
+export interface RetryView {
+  schedule: string[];
+  custom: boolean;
+  defaults: string[];
+}
+
+/** The retry schedule in force; in test mode, a form that shortens it (or resets it). */
+function retryCard(viewer: Viewer, r: RetryView | undefined): SafeHtml {
+  if (!r) return html``;
+  const now = html`<p class="meta" id="retry-schedule">After a failed first attempt, retries wait
+<strong>${r.schedule.join(', ')}</strong>${r.custom ? html` (this account's test-mode schedule; the default is ${r.defaults.join(', ')})` : ' (the default)'};
+the last failure turns the endpoint unhealthy.</p>`;
+  if (viewer.livemode) {
+    return html`<div class="card">${now}<p class="meta">Live mode always uses the service's schedule.</p></div>`;
+  }
+  return html`<form class="card" method="post" action="${SETTINGS}/retry_schedule" id="retry-form">${csrfField(viewer)}${now}
+<label class="field" for="retry_schedule">Shorter retries while developing (1 to 5 delays, e.g. <code>2s, 10s, 1m</code>)</label>
+<input type="text" id="retry_schedule" name="retry_schedule" value="${r.custom ? r.schedule.join(', ') : ''}" placeholder="2s, 10s, 1m">
+<div class="actions"><button type="submit" class="primary">Save schedule</button>${
+    r.custom ? html`<button type="submit" name="reset" value="true">Back to the default</button>` : ''
+  }</div></form>`;
+}
+
 export function settingsPage(opts: {
   viewer: Viewer;
   endpoints: EndpointView[];
@@ -110,6 +133,7 @@ export function settingsPage(opts: {
   /** Why the endpoints could not be listed, if they could not. */
   loadError?: string | undefined;
   idempotencyKey: string;
+  retries?: RetryView | undefined;
 }): string {
   const { viewer, endpoints } = opts;
   const list = opts.loadError
@@ -129,6 +153,8 @@ ${flashBox(opts.flash)}
 subscribed to it. When all retries of a delivery fail, the endpoint turns unhealthy and receives nothing more
 until it is re-enabled here.</p>
 ${list}
+<h2>Retry schedule</h2>
+${retryCard(viewer, opts.retries)}
 <h2>Add an endpoint</h2>
 ${newEndpointForm(viewer, opts.eventTypes, opts.flash?.kind === 'error' ? opts.flash.form : undefined, opts.idempotencyKey)}`;
   return layout('Settings → API · mcs', body, viewer);

@@ -11,7 +11,7 @@ import { enumValueName } from '@mcs/rest';
 import { fingerprint } from '../idempotency.ts';
 import { callOptions, ID, type Kit, type RouteDef, type SignedIn, send } from './context.ts';
 import { endpointPage, type StatsView } from './endpoint-page.ts';
-import { deliveriesPage, settingsPage } from './endpoints-view.ts';
+import { deliveriesPage, type RetryView, settingsPage } from './endpoints-view.ts';
 import {
   type DeliveryStatus,
   type DeliveryView,
@@ -123,10 +123,22 @@ export function endpointRoutes(kit: Kit): RouteDef[] {
     const flash = kit.takeFlash(req, res, s);
     const viewer = await kit.viewerOf(s, SETTINGS);
     let endpoints: EndpointView[] = [];
+    let retries: RetryView | undefined;
     let loadError: string | undefined;
     let status = 200;
     try {
-      endpoints = await listEndpoints(s);
+      const [list, settings] = await Promise.all([
+        listEndpoints(s),
+        deps.settings.getWebhookSettings({}, s.call).catch(() => undefined), // shown when it answers
+      ]);
+      endpoints = list;
+      if (settings) {
+        retries = {
+          schedule: settings.retrySchedule,
+          custom: settings.custom,
+          defaults: settings.defaultRetrySchedule,
+        };
+      }
     } catch (err) {
       loadError = explain(err, s.requestId, 'The webhook endpoints could not be loaded');
       status = 503;
@@ -135,7 +147,7 @@ export function endpointRoutes(kit: Kit): RouteDef[] {
     send(
       res,
       status,
-      settingsPage({ viewer, endpoints, eventTypes: EVENT_TYPES, flash, loadError, idempotencyKey }),
+      settingsPage({ viewer, endpoints, eventTypes: EVENT_TYPES, flash, loadError, idempotencyKey, retries }),
     );
   });
 
@@ -337,9 +349,28 @@ export function endpointRoutes(kit: Kit): RouteDef[] {
     ({ id }) => `${endpointPath(id!)}/deliveries`,
   );
 
+  const retrySchedule = kit.action(async (s, form) => {
+    const reset = form.get('reset') === 'true';
+    const schedule = (form.get('retry_schedule') ?? '')
+      .split(/[\s,]+/)
+      .filter(Boolean)
+      .slice(0, 10);
+    const got = await deps.settings.updateWebhookSettings(
+      reset ? { reset: true } : { retrySchedule: schedule },
+      s.call,
+    );
+    return {
+      flash: {
+        kind: 'ok',
+        text: `Retries ${reset ? 'are back on the default schedule' : 'now wait'}: ${got.retrySchedule.join(', ')}.`,
+      },
+    };
+  }, 'The retry schedule was not saved');
+
   const W = ['settings', 'api', 'webhooks'];
   return [
     { method: 'GET', pattern: ['settings', 'api'], handler: settings },
+    { method: 'POST', pattern: ['settings', 'api', 'retry_schedule'], handler: retrySchedule },
     { method: 'POST', pattern: W, handler: createEndpoint },
     { method: 'GET', pattern: [...W, ':id'], handler: endpoint },
     { method: 'POST', pattern: [...W, ':id'], handler: update },

@@ -149,6 +149,7 @@ beforeAll(async () => {
     accounts: createClient(accounts.AccountService, accountsTransport),
     webhooks: createClient(webhooks.WebhookEndpointService, webhooksTransport),
     events: createClient(webhooks.EventService, webhooksTransport),
+    settings: createClient(webhooks.WebhookSettingsService, webhooksTransport),
     docsUrl: 'http://docs.test/docs',
     log: createLogger('dashboard-test', 'silent'),
     keyCheckTtlMs: 0, // ask the accounts stand-in every time
