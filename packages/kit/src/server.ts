@@ -9,6 +9,7 @@ import net from 'node:net';
 import type { DescService } from '@bufbuild/protobuf';
 import type { ConnectRouter, Interceptor } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
+import { apiError } from '@mcs/errors';
 import { grpcHealth } from '@mcs/proto';
 import { parseDuration } from './config.ts';
 import { addHealthService, type HealthOptions, type HealthState } from './health.ts';
@@ -269,13 +270,67 @@ function stopGraceMs(): number {
   }
 }
 
-/** Logs every failure that is not a deliberate ConnectError; Connect masks those as internal. */
+/** Error codes of a PostgreSQL server that cannot be reached or is going away (node and SQLSTATE). */
+const UNREACHABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  '57P01', // admin_shutdown
+  '57P02', // crash_shutdown
+  '57P03', // cannot_connect_now (starting up, shutting down, recovering)
+  '08000', // connection_exception
+  '08001',
+  '08003',
+  '08004',
+  '08006',
+  '53300', // too_many_connections
+]);
+const UNREACHABLE_MESSAGES =
+  /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|connection is closed|Client was closed/i;
+
+/**
+ * True when `err` (or an error it wraps, as drizzle does) says the database cannot be reached
+ * now, as opposed to a fault of the statement: the caller may retry soon.
+ */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  for (
+    let e = err as { code?: unknown; message?: unknown; cause?: unknown } | undefined, depth = 0;
+    e && depth < 5;
+    depth++
+  ) {
+    if (typeof e.code === 'string' && UNREACHABLE_CODES.has(e.code)) return true;
+    if (typeof e.message === 'string' && UNREACHABLE_MESSAGES.test(e.message)) return true;
+    if (Array.isArray((e as { errors?: unknown }).errors)) {
+      // AggregateError of a connect to several addresses (127.0.0.1 and ::1).
+      if ((e as { errors: unknown[] }).errors.some((x) => isDatabaseUnavailable(x))) return true;
+    }
+    e = e.cause as typeof e;
+  }
+  return false;
+}
+
+/**
+ * Logs every failure that is not a deliberate ConnectError; Connect masks those as internal.
+ * A database that cannot be reached is no fault of the call: it becomes 503 `service_unavailable`
+ * (retry shortly) with one warn line, instead of an api_error 500 with a stack.
+ */
 export function errorLogger(log: Logger): Interceptor {
   return (next) => async (req) => {
     try {
       return await next(req);
     } catch (err) {
       if (!(err instanceof Error && err.name === 'ConnectError')) {
+        if (isDatabaseUnavailable(err)) {
+          log.warn(
+            { rpc: req.method.name, requestId: req.header.get('request-id'), err: (err as Error).message },
+            'database unavailable',
+          );
+          throw apiError('service_unavailable');
+        }
         log.error({ err, rpc: req.method.name, requestId: req.header.get('request-id') }, 'unexpected error');
       }
       throw err;

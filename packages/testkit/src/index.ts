@@ -18,6 +18,13 @@ export {
 } from './harness.ts';
 export { createTestNats, type TestNats } from './nats.ts';
 export { type Received, type Receiver, type Reply, startReceiver } from './receiver.ts';
+export {
+  type PrivateNats,
+  type PrivatePostgres,
+  privateNats,
+  privatePort,
+  privatePostgres,
+} from './servers.ts';
 export { apiErrorOf, freshDatabase, grpcClient, type MigratedDatabase } from './service.ts';
 export { parseMail, type ReceivedMail, type SmtpServer, startSmtpServer } from './smtp.ts';
 export {
