@@ -35,6 +35,8 @@ export interface PrivateNats {
   start(): Promise<void>;
   /** kill -9, and wait for the exit. */
   kill(): Promise<void>;
+  /** SIGSTOP / SIGCONT: freeze and thaw it (its connections stay open, nothing answers). */
+  signal(sig: NodeJS.Signals): void;
   running(): boolean;
   /** Kills it (if running) and removes its store. */
   remove(): Promise<void>;
@@ -71,8 +73,12 @@ export async function privateNats(): Promise<PrivateNats> {
       c.kill('SIGKILL');
       await exited;
     },
+    signal(sig) {
+      if (alive()) child!.kill(sig);
+    },
     running: alive,
     async remove() {
+      nats.signal('SIGCONT');
       await nats.kill();
       rmSync(dir, { recursive: true, force: true });
     },

@@ -1,0 +1,74 @@
+// Chaos: NATS killed (kill -9) and kept down, then frozen (SIGSTOP: connections open, nothing
+// answers), each for 30 s in `pnpm test:chaos` and 5 s in `pnpm test`, under steady load. The API
+// keeps taking writes (the outbox holds their events), and once NATS is back every event is
+// delivered once. A private nats-server: the shared one is never touched.
+import {
+  type PrivateNats,
+  privateNats,
+  type Receiver,
+  type Stack,
+  startReceiver,
+  startStack,
+} from '@mcs/testkit';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { missingDeliveries, sleep, startLoad, until } from '../e2e/load.ts';
+import { pick, STACK_ENV, setUp, verdict } from './lib.ts';
+
+const OUTAGE_MS = pick(5_000, 30_000);
+
+let nats: PrivateNats;
+let stack: Stack;
+let receiver: Receiver;
+
+beforeAll(async () => {
+  nats = await privateNats();
+  await nats.start();
+  receiver = await startReceiver();
+  stack = await startStack({ natsUrl: nats.url, env: STACK_ENV });
+}, 180_000);
+
+afterAll(async () => {
+  if (!nats.running()) await nats.start().catch(() => {});
+  nats.signal('SIGCONT');
+  await stack?.stop();
+  await receiver?.close();
+  await nats?.remove();
+});
+
+for (const fault of ['killed', 'frozen'] as const) {
+  it(
+    `NATS ${fault} ${OUTAGE_MS / 1000} s under load: writes go on, every event delivered after`,
+    async () => {
+      const keys = await setUp(stack, receiver);
+      const load = startLoad(stack, keys.secret_key, { lanes: 4, pauseMs: 20, conversations: true });
+      await sleep(2_000);
+      const before = load.report.done.size;
+
+      if (fault === 'killed') await nats.kill();
+      else nats.signal('SIGSTOP');
+      const downAt = Date.now();
+      await sleep(OUTAGE_MS);
+      const acceptedWhileDown = load.report.done.size - before;
+      if (fault === 'killed') await nats.start();
+      else nats.signal('SIGCONT');
+      const upAt = Date.now();
+      await sleep(2_000);
+      const report = await load.stop();
+      const ids = [...report.done.values()].map((o) => o.id);
+      const deliveredAt = await until(
+        'every event delivered after NATS is back',
+        () => missingDeliveries(receiver, ids).length === 0 && Date.now(),
+        60_000,
+        200,
+      );
+
+      await verdict(`NATS ${fault} ${OUTAGE_MS / 1000}s`, stack, receiver, keys, report, {
+        recoveryMs: deliveredAt - upAt,
+        extra: `${acceptedWhileDown} writes accepted in the ${((upAt - downAt) / 1000).toFixed(1)} s NATS was ${fault}`,
+      });
+      // The API did not need NATS to take writes.
+      expect(acceptedWhileDown).toBeGreaterThan(0);
+    },
+    120_000 + OUTAGE_MS,
+  );
+}
