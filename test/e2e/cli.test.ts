@@ -159,6 +159,50 @@ describe('mcs events', () => {
   });
 });
 
+describe('mcs events resend', () => {
+  it('delivers an event again to each endpoint, or to one, and says what it made', async () => {
+    const r = await startReceiver();
+    try {
+      const a = jsonOf(
+        await runCli(
+          ['webhooks', 'create', '--url', `${r.url}/a`, '--events', 'payment.failed', '--json'],
+          withKey(),
+        ),
+      );
+      const b = jsonOf(
+        await runCli(
+          ['webhooks', 'create', '--url', `${r.url}/b`, '--events', 'payment.failed', '--json'],
+          withKey(),
+        ),
+      );
+      const fired = jsonOf(await runCli(['trigger', 'payment.failed', '--json'], withKey()));
+      await r.waitFor(2);
+
+      const all = jsonOf(await runCli(['events', 'resend', fired.event.id, '--json'], withKey()));
+      expect(all.data.map((d: { webhook_endpoint: string }) => d.webhook_endpoint).sort()).toEqual(
+        [a.id, b.id].sort(),
+      );
+      for (const d of all.data)
+        expect(d).toMatchObject({ object: 'webhook_delivery', event: fired.event.id });
+      await r.waitFor(4);
+
+      const one = await runCli(['events', 'resend', fired.event.id, '--endpoint', b.id], withKey());
+      expect(one.code).toBe(0);
+      expect(one.stdout).toMatch(new RegExp(`^resent ${fired.event.id}\\nID\\s+EVENT\\s+TYPE\\s+STATUS`));
+      expect(one.stdout).toMatch(new RegExp(`dlv_\\w+\\s+${fired.event.id}\\s+payment\\.failed\\s+pending`));
+      const got = await r.waitFor(5);
+      expect(got[4]!.path).toMatch(/\/b$/);
+      expect(JSON.parse(got[4]!.body).id).toBe(fired.event.id);
+
+      const missing = await runCli(['events', 'resend', 'evt_missing'], withKey());
+      expect(missing.code).toBe(1);
+      expect(missing.stderr).toMatch(/\(code resource_missing, (param id, )?HTTP 404, Request-Id req_/);
+    } finally {
+      await r.close();
+    }
+  });
+});
+
 describe('mcs webhooks', () => {
   it('creates, lists, shows deliveries, retries and re-enables', async () => {
     const made = jsonOf(
