@@ -255,6 +255,14 @@ describe('the owner dashboard in a browser', () => {
     });
     await expect(delivery.locator('tr.attempt').count()).resolves.toBe(7);
     expect(await delivery.locator('tr.attempt').last().textContent()).toContain('thanks');
+
+    // The whole event again: a new delivery to each subscribed endpoint.
+    const eventId = payload.id as string;
+    const count = failing.received.length;
+    await submit(page, '#resend-event button[type=submit]');
+    await expect(page.locator('.flash.ok').textContent()).resolves.toContain('1 new delivery');
+    const again = await failing.waitFor(count + 1);
+    expect(JSON.parse(again.at(-1)!.body).id).toBe(eventId);
     await context.close();
   });
 

@@ -10,6 +10,7 @@ import { ID, type Kit, type RouteDef, send } from './context.ts';
 import { deliveryView, eventTypeValue } from './endpoints.ts';
 import type { Flash } from './flash.ts';
 import {
+  csrfField,
   type DeliveryView,
   deliveryCard,
   EVENTS,
@@ -78,6 +79,9 @@ export function eventPage(opts: {
 <p class="lead">Created ${time(event.createdAt)}</p>
 ${flashBox(opts.flash)}
 <h2>Deliveries</h2>
+<form method="post" action="${eventPath(event.id)}/resend" class="actions" id="resend-event">${csrfField(viewer)}
+<button type="submit">Resend to every subscribed endpoint</button>
+<span class="meta">A new delivery to each enabled endpoint subscribed to <code>${event.type}</code>; "Resend now" below sends one delivery again.</span></form>
 ${
   opts.deliveries.length
     ? opts.deliveries.map((d) =>
@@ -162,8 +166,30 @@ export function eventRoutes(kit: Kit): RouteDef[] {
     ({ id }) => eventPath(id!),
   );
 
+  const resendEvent = kit.action(
+    async (s, _form, { id }) => {
+      const got = await deps.events.resendEvent({ id: id! }, s.call);
+      const n = got.data.length;
+      return {
+        flash:
+          n === 0
+            ? {
+                kind: 'error',
+                text: `No enabled endpoint subscribes to this event's type now: nothing was sent.`,
+              }
+            : {
+                kind: 'ok',
+                text: `Event ${id} is being sent again: ${n} new ${n === 1 ? 'delivery' : 'deliveries'}.`,
+              },
+      };
+    },
+    'The event was not resent',
+    ({ id }) => eventPath(id!),
+  );
+
   return [
     { method: 'GET', pattern: ['events'], handler: list },
+    { method: 'POST', pattern: ['events', ':id', 'resend'], handler: resendEvent },
     { method: 'GET', pattern: ['events', ':id'], handler: one },
     {
       method: 'POST',
