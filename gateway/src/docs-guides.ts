@@ -127,6 +127,35 @@ const errorsByType = () => {
   return rows;
 };
 
+/** The operations that send events again, as the document describes them (where the API has them). */
+function recoverySection(doc: OpenApiDocument): string {
+  const wanted: Array<[string, string]> = [
+    ['post', '/v1/webhooks/{id}/deliveries/{delivery}/retry'],
+    ['post', '/v1/webhooks/{id}/recover'],
+    ['post', '/v1/events/{id}/resend'],
+    ['post', '/v1/event_resends'],
+  ];
+  const items = wanted.flatMap(([method, path]) => {
+    const op = doc.paths[path]?.[method];
+    if (!op) return [];
+    return [
+      `<li><a href="/docs/reference#${op.operationId}"><code>${method.toUpperCase()} ${escapeHtml(path)}</code></a> — ${inline(
+        op.description ?? op.summary,
+      )}</li>`,
+    ];
+  });
+  const endpoint = (doc.components.schemas.WebhookEndpoint?.properties ?? {}) as Record<
+    string,
+    { description?: string }
+  >;
+  const options = ['ordering', 'auto_recover', 'max_rate']
+    .filter((f) => endpoint[f])
+    .map((f) => `<li><code>${f}</code>: ${inline(endpoint[f]!.description ?? '')}</li>`);
+  return `${h2('recovery', 'Sending events again')}
+<p>Every event stays in the event log, so nothing is lost while a receiver is down:</p><ul>${items.join('')}</ul>
+${options.length ? `<p>Endpoint settings that shape deliveries:</p><ul>${options.join('')}</ul>` : ''}`;
+}
+
 export const guides: Guide[] = [
   {
     path: '/docs/authentication',
@@ -141,10 +170,10 @@ ${h2('key-kinds', 'Key kinds')}
 <tr><td><code>pk_test_…</code>, <code>pk_live_…</code></td><td>publishable</td><td>read the product catalog only: <a href="/docs/reference#ListProducts"><code>GET /v1/products</code></a> and <a href="/docs/reference#GetProduct"><code>GET /v1/products/{id}</code></a></td></tr>
 </tbody></table>
 <p>Secret keys stay on your servers. Publishable keys are meant for code that runs where anyone can read
-it (a web page, an app), so they read only what is safe there: the products. Every other route answers
-them <code>403</code> with type <code>permission_error</code> — writes with the code
-<a href="/docs/errors#secret_key_required"><code>secret_key_required</code></a>; reads of orders (customer phone
-numbers), payments, conversations, messages, events and webhook endpoints name the reason in the message.</p>
+it (a web page, an app), so they read only what is safe there: the products. Every other route — writes,
+and reads of orders (customer phone numbers), payments, conversations, messages, events and webhook
+endpoints — answers them <code>403</code> with type <code>permission_error</code> and code
+<a href="/docs/errors#secret_key_required"><code>secret_key_required</code></a>.</p>
 <p>Test and live keys of one account see separate data: each object carries <code>livemode</code>.</p>
 ${h2('failures', 'When authentication fails')}
 <ul><li>No <code>Authorization</code> header: <code>401</code> <a href="/docs/errors#api_key_missing"><code>api_key_missing</code></a>.</li>
@@ -382,6 +411,7 @@ ${h2('retries', 'Retries')}
 <a href="/docs/reference#ListWebhookDeliveries"><code>GET /v1/webhooks/{id}/deliveries</code></a> lists the deliveries
 to an endpoint with each attempt's status code, error, latency and the start of your answer, and
 <a href="/docs/reference#RetryWebhookDelivery">retry</a> sends one again now.</p>
+${recoverySection(doc)}
 ${h2('health', 'Endpoint health')}
 <ul>
 <li><code>enabled</code>: deliveries flow. While attempts fail, <code>failing_since</code> and <code>last_error</code>

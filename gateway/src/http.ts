@@ -185,7 +185,12 @@ export function createHandler(deps: GatewayDeps) {
         const taken = deps.limiter.take(who.accountId, who.rateLimit);
         const rate = taken instanceof Promise ? await taken : taken;
         if (!rate.ok) throw fail('rate_limited', undefined, { 'retry-after': String(rate.retryAfter) });
-        if (!who.secret) throw apiError('secret_key_required');
+        if (!who.secret) {
+          const template = `/v1/webhooks/{id}/listen${listen.kind === 'ack' ? '/ack' : ''}`;
+          throw apiError('secret_key_required', {
+            message: `Publishable keys (pk_) can only read the product catalog (GET /v1/products, GET /v1/products/{id}). Use a secret key (sk_) for ${method} ${template}.`,
+          });
+        }
         routeLabel = 'listen';
         return await deps.listen!.handle(listen, req, res, who, requestId);
       }

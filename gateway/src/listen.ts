@@ -16,6 +16,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Client } from '@connectrpc/connect';
 import { apiError } from '@mcs/errors';
 import { callerHeaders } from '@mcs/kit/caller';
+import { isId } from '@mcs/kit/ids';
 import {
   LISTEN_URL,
   type ListenAttempt,
@@ -143,6 +144,9 @@ export function createListen(deps: {
     who: Principal,
     requestId: string,
   ) {
+    // Only an endpoint id can name one (and a NUL or other junk never reaches the database).
+    if (!isId('we', id))
+      throw apiError('resource_missing', { param: 'id', message: `No such webhook endpoint: ${id}.` });
     const headers = callerHeaders({ accountId: who.accountId, livemode: who.livemode }, requestId);
     const endpoint = await deps.webhooks.getWebhookEndpoint({ id }, { headers, timeoutMs: 15_000 });
     if (endpoint.url !== LISTEN_URL) {

@@ -595,6 +595,7 @@ export const operationErrors: Record<string, string[]> = {
   RetryWebhookDelivery: ['invalid_state_transition'],
   SendTestWebhook: ['invalid_state_transition'],
   ListenWebhookEndpoint: ['not_a_listen_endpoint'],
+  UpdateWebhookSettings: ['test_mode_only'],
 };
 
 /** Tags by proto service name. */

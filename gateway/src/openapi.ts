@@ -87,6 +87,8 @@ export interface OperationTraits {
   pkReadable: boolean;
   /** Goes through Idempotency-Key handling and the JSON body checks of the gateway (every proto POST). */
   keyed: boolean;
+  /** Refuses a body that is not application/json (415); every keyed POST does. */
+  jsonOnly?: boolean;
 }
 
 export const traitsOf = (route: Route): OperationTraits => ({
@@ -122,7 +124,8 @@ export function errorCodesOf(t: OperationTraits): Map<number, ErrorCode[]> {
     pick(
       403,
       (c) =>
-        (c !== 'test_mode_only' || t.testHelper) && (c !== 'secret_key_required' || t.write || !t.pkReadable),
+        (c !== 'test_mode_only' || t.testHelper || own.includes(c)) &&
+        (c !== 'secret_key_required' || t.write || !t.pkReadable),
     );
   if (t.hasParams) pick(404);
   else pick(404, (c) => c === 'route_not_found');
@@ -130,9 +133,9 @@ export function errorCodesOf(t: OperationTraits): Map<number, ErrorCode[]> {
   if (post) pick(413);
   if (t.keyed) {
     pick(409);
-    pick(415);
     pick(422);
   }
+  if (post && (t.keyed || t.jsonOnly)) pick(415);
   pick(429);
   pick(500);
   pick(503);
@@ -592,6 +595,7 @@ export function buildOpenApi(routes: Route[], serverUrl: string): OpenApiDocumen
         testHelper: false,
         pkReadable: false,
         keyed: false,
+        jsonOnly: true,
       },
       op: {
         operationId: 'AckListenDelivery',

@@ -85,6 +85,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/event_resends": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resend events in bulk
+         * @description Delivers the events of a time range (and type) again, in the background, WEBHOOK_REPLAY_RATE deliveries a second. One runs at a time per account and mode: another answers 429 rate_limit_error with Retry-After.
+         */
+        post: operations["ResendEvents"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/event_resends/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Retrieve a bulk resend
+         * @description Its status and progress counts.
+         */
+        get: operations["GetEventResend"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/events": {
         parameters: {
             query?: never;
@@ -116,6 +156,26 @@ export interface paths {
         get: operations["GetEvent"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/events/{id}/resend": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resend an event
+         * @description Delivers the event again: a new delivery to each enabled endpoint subscribed to its type, or to the one named.
+         */
+        post: operations["ResendEvent"];
         delete?: never;
         options?: never;
         head?: never;
@@ -563,6 +623,46 @@ export interface paths {
          * @description What the local server answered to a delivery of the listen stream; the delivery records it as the attempt’s result. Each ack token answers once.
          */
         post: operations["AckListenDelivery"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{id}/recover": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Recover an endpoint
+         * @description Re-enables the endpoint if needed and sends again, in the background, its deliveries of events since `since` that failed or were skipped (each starts the retry schedule over; no delivery is added). The answer, and GET of it, shows progress.
+         */
+        post: operations["RecoverWebhookEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{id}/recoveries/{recovery}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Retrieve a recovery
+         * @description Its status and progress counts.
+         */
+        get: operations["GetWebhookRecovery"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1038,6 +1138,63 @@ export interface components {
              * @example /v1/events
              */
             url: string;
+        };
+        EventResend: {
+            /**
+             * Format: date-time
+             * @description When it completed or was canceled; null while running.
+             */
+            completed_at: string | null;
+            /**
+             * Format: date-time
+             * @description When it was created (ISO 8601, UTC).
+             * @example 2026-01-15T09:30:00.000Z
+             */
+            created_at: string;
+            /** @description The new deliveries by their status now. */
+            deliveries: components["schemas"]["ReplayCounts"];
+            /** @example ers_01jdq7kx3m5w8n2c4v6b9t0r1s */
+            id: string;
+            /**
+             * @description true for live-mode data (sk_live_ keys), false for test mode.
+             * @example false
+             */
+            livemode: boolean;
+            /**
+             * @description Always "event_resend".
+             * @constant
+             */
+            object: "event_resend";
+            /** @description New deliveries queued so far (WEBHOOK_REPLAY_RATE per second). */
+            queued: number;
+            /**
+             * Format: date-time
+             * @description Events created at or after this time.
+             * @example 2026-01-15T09:30:00.000Z
+             */
+            since: string;
+            /**
+             * @description running, completed or canceled (its endpoint was disabled or deleted).
+             * @enum {string}
+             */
+            status: "running" | "completed" | "canceled";
+            /** @description Events in the range when it began. */
+            total: number;
+            /**
+             * @description Only events of this type; null: every type.
+             * @enum {string|null}
+             */
+            type: "message.received" | "message.sent" | "conversation.created" | "order.created" | "order.updated" | "payment.completed" | "payment.failed" | "product.created" | "product.updated" | "webhook_endpoint.unhealthy" | "webhook_endpoint.disabled" | "webhook_endpoint.enabled" | null;
+            /**
+             * Format: date-time
+             * @description Events created before this time.
+             */
+            until: string | null;
+            /**
+             * @description Only to this endpoint; null: every subscriber.
+             * @example we_01jdq7kx3m5w8n2c4v6b9t0r1s
+             */
+            webhook_endpoint: string | null;
         };
         ListenAck: {
             ack: string;
@@ -1580,6 +1737,12 @@ export interface components {
             /** @constant */
             type: "product.updated";
         };
+        ReplayCounts: {
+            failed: number;
+            pending: number;
+            skipped: number;
+            succeeded: number;
+        };
         WebhookAttempt: {
             /**
              * Format: date-time
@@ -1682,6 +1845,11 @@ export interface components {
         };
         WebhookEndpoint: {
             /**
+             * @description true: while unhealthy, the endpoint gets a probe (a signed ping event) on a doubling backoff; a 2xx answer re-enables it and replays its backlog as a recovery.
+             * @example false
+             */
+            auto_recover: boolean;
+            /**
              * Format: date-time
              * @description When it was created (ISO 8601, UTC).
              * @example 2026-01-15T09:30:00.000Z
@@ -1734,6 +1902,11 @@ export interface components {
              * @enum {string}
              */
             object: "webhook_endpoint";
+            /**
+             * @description none (default, the fastest): deliveries go out as soon as they can. per_resource: the events of one resource (e.g. one order) are delivered one at a time, in the order they happened; a delivery waiting for a retry holds back the later events of its resource only.
+             * @enum {string}
+             */
+            ordering: "none" | "per_resource";
             /**
              * @description The signing secret (whsec_…): only in the answer that creates the endpoint or rotates its secret, null otherwise.
              * @example whsec_c2VjcmV0LXNpZ25pbmcta2V5LWZvci1kb2NzLW9ubHk=
@@ -1840,6 +2013,53 @@ export interface components {
             object: "event";
             /** @constant */
             type: "webhook_endpoint.unhealthy";
+        };
+        WebhookRecovery: {
+            /**
+             * Format: date-time
+             * @description When it completed or was canceled; null while running.
+             */
+            completed_at: string | null;
+            /**
+             * Format: date-time
+             * @description When it was created (ISO 8601, UTC).
+             * @example 2026-01-15T09:30:00.000Z
+             */
+            created_at: string;
+            /** @description The queued deliveries by their status now. */
+            deliveries: components["schemas"]["ReplayCounts"];
+            /** @example rcv_01jdq7kx3m5w8n2c4v6b9t0r1s */
+            id: string;
+            /**
+             * @description true for live-mode data (sk_live_ keys), false for test mode.
+             * @example false
+             */
+            livemode: boolean;
+            /**
+             * @description Always "recovery".
+             * @constant
+             */
+            object: "recovery";
+            /** @description Deliveries queued so far (WEBHOOK_REPLAY_RATE per second). */
+            queued: number;
+            /**
+             * Format: date-time
+             * @description Deliveries of events since this time are sent again.
+             * @example 2026-01-15T09:30:00.000Z
+             */
+            since: string;
+            /**
+             * @description running (queueing deliveries), completed (every one queued; see deliveries for how they are doing) or canceled (the endpoint was deleted, disabled or turned unhealthy again).
+             * @enum {string}
+             */
+            status: "running" | "completed" | "canceled";
+            /** @description Deliveries found to send again when it began. */
+            total: number;
+            /**
+             * @description The endpoint recovered.
+             * @example we_01jdq7kx3m5w8n2c4v6b9t0r1s
+             */
+            webhook_endpoint: string;
         };
         WebhookSettings: {
             /**
@@ -2507,6 +2727,154 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    ResendEvents: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A unique string chosen by the client (1 to 255 characters). Retrying with the same key within 24 hours returns the first answer (with Idempotent-Replayed: true) and changes nothing. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "since": "2026-01-15T09:30:00.000Z",
+                 *       "until": "2026-01-15T09:30:00.000Z",
+                 *       "type": "message.received",
+                 *       "endpoint": "we_01jdq7kx3m5w8n2c4v6b9t0r1s"
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description Only to this endpoint.
+                     * @example we_01jdq7kx3m5w8n2c4v6b9t0r1s
+                     */
+                    endpoint?: string;
+                    /**
+                     * Format: date-time
+                     * @description Events created at or after this time (ISO 8601).
+                     * @example 2026-01-15T09:30:00.000Z
+                     */
+                    since: string;
+                    /**
+                     * @description Only events of this type.
+                     * @enum {string}
+                     */
+                    type?: "message.received" | "message.sent" | "conversation.created" | "order.created" | "order.updated" | "payment.completed" | "payment.failed" | "product.created" | "product.updated" | "webhook_endpoint.unhealthy" | "webhook_endpoint.disabled" | "webhook_endpoint.enabled";
+                    /**
+                     * Format: date-time
+                     * @description Events created before this time; default now.
+                     * @example 2026-01-15T09:30:00.000Z
+                     */
+                    until?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Resend events in bulk: success. */
+            200: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "ers_01jdq7kx3m5w8n2c4v6b9t0r1s",
+                     *       "object": "event_resend",
+                     *       "since": "2026-01-15T09:30:00.000Z",
+                     *       "until": null,
+                     *       "type": null,
+                     *       "webhook_endpoint": "we_01jdq7kx3m5w8n2c4v6b9t0r1s",
+                     *       "status": "running",
+                     *       "total": 1,
+                     *       "queued": 1,
+                     *       "deliveries": {
+                     *         "pending": 1,
+                     *         "succeeded": 1,
+                     *         "failed": 1,
+                     *         "skipped": 1
+                     *       },
+                     *       "livemode": false,
+                     *       "created_at": "2026-01-15T09:30:00.000Z",
+                     *       "completed_at": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["EventResend"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    GetEventResend: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The bulk resend. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Retrieve a bulk resend: success. */
+            200: {
+                headers: {
+                    "Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "ers_01jdq7kx3m5w8n2c4v6b9t0r1s",
+                     *       "object": "event_resend",
+                     *       "since": "2026-01-15T09:30:00.000Z",
+                     *       "until": null,
+                     *       "type": null,
+                     *       "webhook_endpoint": "we_01jdq7kx3m5w8n2c4v6b9t0r1s",
+                     *       "status": "running",
+                     *       "total": 1,
+                     *       "queued": 1,
+                     *       "deliveries": {
+                     *         "pending": 1,
+                     *         "succeeded": 1,
+                     *         "failed": 1,
+                     *         "skipped": 1
+                     *       },
+                     *       "livemode": false,
+                     *       "created_at": "2026-01-15T09:30:00.000Z",
+                     *       "completed_at": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["EventResend"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     ListEvents: {
         parameters: {
             query?: {
@@ -2641,6 +3009,92 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ResendEvent: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A unique string chosen by the client (1 to 255 characters). Retrying with the same key within 24 hours returns the first answer (with Idempotent-Replayed: true) and changes nothing. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description The id of the object. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "endpoint": "we_01jdq7kx3m5w8n2c4v6b9t0r1s"
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description Only to this endpoint (enabled, subscribed to the event’s type); omit for every enabled endpoint subscribed to it.
+                     * @example we_01jdq7kx3m5w8n2c4v6b9t0r1s
+                     */
+                    endpoint?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Resend an event: success. */
+            200: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "object": "list",
+                     *       "data": [
+                     *         {
+                     *           "id": "dlv_01jdq7kx3m5w8n2c4v6b9t0r1s",
+                     *           "object": "webhook_delivery",
+                     *           "webhook_endpoint": "we_01jdq7kx3m5w8n2c4v6b9t0r1s",
+                     *           "event": "evt_01jdq7kx3m5w8n2c4v6b9t0r1s",
+                     *           "event_type": "order.created",
+                     *           "status": "succeeded",
+                     *           "attempt_count": 1,
+                     *           "next_attempt_at": null,
+                     *           "attempts": [
+                     *             {
+                     *               "number": 1,
+                     *               "at": "2026-01-15T09:30:00.000Z",
+                     *               "status_code": 200,
+                     *               "error": null,
+                     *               "latency_ms": 42,
+                     *               "response_excerpt": "ok"
+                     *             }
+                     *           ],
+                     *           "livemode": false,
+                     *           "created_at": "2026-01-15T09:30:00.000Z"
+                     *         }
+                     *       ],
+                     *       "has_more": true,
+                     *       "url": "/v1/webhooks/{id}/deliveries"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookDeliveryList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -3973,6 +4427,8 @@ export interface operations {
                      *           "last_error": null,
                      *           "disable_on_gone": true,
                      *           "max_rate": 50,
+                     *           "ordering": "none",
+                     *           "auto_recover": false,
                      *           "secret": "whsec_c2VjcmV0LXNpZ25pbmcta2V5LWZvci1kb2NzLW9ubHk=",
                      *           "livemode": false,
                      *           "created_at": "2026-01-15T09:30:00.000Z"
@@ -4016,10 +4472,17 @@ export interface operations {
                  *       ],
                  *       "description": "Order sync",
                  *       "disable_on_gone": true,
-                 *       "max_rate": 50
+                 *       "max_rate": 50,
+                 *       "ordering": "none",
+                 *       "auto_recover": false
                  *     }
                  */
                 "application/json": {
+                    /**
+                     * @description Probe the endpoint while unhealthy and recover it on a 2xx answer.
+                     * @default false
+                     */
+                    auto_recover?: boolean;
                     /**
                      * @description A label for the endpoint, up to 500 characters.
                      * @example Order sync
@@ -4044,6 +4507,12 @@ export interface operations {
                      * @example 50
                      */
                     max_rate?: number;
+                    /**
+                     * @description none (default) or per_resource.
+                     * @default none
+                     * @enum {string}
+                     */
+                    ordering?: "none" | "per_resource";
                     /**
                      * @description Absolute URL receiving the deliveries: https:// (http:// only where the server allows it), without credentials or fragment, on a public host; or "mcs-listen:" for an endpoint that `mcs listen` streams (test mode).
                      * @example https://example.com/webhooks
@@ -4077,6 +4546,8 @@ export interface operations {
                      *       "last_error": null,
                      *       "disable_on_gone": true,
                      *       "max_rate": 50,
+                     *       "ordering": "none",
+                     *       "auto_recover": false,
                      *       "secret": "whsec_c2VjcmV0LXNpZ25pbmcta2V5LWZvci1kb2NzLW9ubHk=",
                      *       "livemode": false,
                      *       "created_at": "2026-01-15T09:30:00.000Z"
@@ -4134,6 +4605,8 @@ export interface operations {
                      *       "last_error": null,
                      *       "disable_on_gone": true,
                      *       "max_rate": 50,
+                     *       "ordering": "none",
+                     *       "auto_recover": false,
                      *       "secret": "whsec_c2VjcmV0LXNpZ25pbmcta2V5LWZvci1kb2NzLW9ubHk=",
                      *       "livemode": false,
                      *       "created_at": "2026-01-15T09:30:00.000Z"
@@ -4178,6 +4651,8 @@ export interface operations {
                  *     }
                  */
                 "application/json": {
+                    /** @description true while unhealthy: the first probe is due at once. */
+                    auto_recover?: boolean;
                     /**
                      * @description A label for the endpoint, up to 500 characters; an empty string clears it.
                      * @example Order sync
@@ -4203,6 +4678,11 @@ export interface operations {
                      * @example 50
                      */
                     max_rate?: number;
+                    /**
+                     * @description none or per_resource; applies to deliveries recorded from now on.
+                     * @enum {string}
+                     */
+                    ordering?: "none" | "per_resource";
                     /**
                      * @description Absolute URL receiving the deliveries: https:// (http:// only where the server allows it), without credentials or fragment, on a public host; or "mcs-listen:" for an endpoint that `mcs listen` streams (test mode).
                      * @example https://example.com/webhooks
@@ -4236,6 +4716,8 @@ export interface operations {
                      *       "last_error": null,
                      *       "disable_on_gone": true,
                      *       "max_rate": 50,
+                     *       "ordering": "none",
+                     *       "auto_recover": false,
                      *       "secret": "whsec_c2VjcmV0LXNpZ25pbmcta2V5LWZvci1kb2NzLW9ubHk=",
                      *       "livemode": false,
                      *       "created_at": "2026-01-15T09:30:00.000Z"
@@ -4482,6 +4964,8 @@ export interface operations {
                      *       "last_error": null,
                      *       "disable_on_gone": true,
                      *       "max_rate": 50,
+                     *       "ordering": "none",
+                     *       "auto_recover": false,
                      *       "secret": "whsec_c2VjcmV0LXNpZ25pbmcta2V5LWZvci1kb2NzLW9ubHk=",
                      *       "livemode": false,
                      *       "created_at": "2026-01-15T09:30:00.000Z"
@@ -4599,6 +5083,137 @@ export interface operations {
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    RecoverWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A unique string chosen by the client (1 to 255 characters). Retrying with the same key within 24 hours returns the first answer (with Idempotent-Replayed: true) and changes nothing. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description The id of the object. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "since": "2026-01-15T09:30:00.000Z"
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * Format: date-time
+                     * @description Deliveries of events since this time (ISO 8601) that failed or were skipped are sent again.
+                     * @example 2026-01-15T09:30:00.000Z
+                     */
+                    since: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Recover an endpoint: success. */
+            200: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "rcv_01jdq7kx3m5w8n2c4v6b9t0r1s",
+                     *       "object": "recovery",
+                     *       "webhook_endpoint": "we_01jdq7kx3m5w8n2c4v6b9t0r1s",
+                     *       "since": "2026-01-15T09:30:00.000Z",
+                     *       "status": "running",
+                     *       "total": 1,
+                     *       "queued": 1,
+                     *       "deliveries": {
+                     *         "pending": 1,
+                     *         "succeeded": 1,
+                     *         "failed": 1,
+                     *         "skipped": 1
+                     *       },
+                     *       "livemode": false,
+                     *       "created_at": "2026-01-15T09:30:00.000Z",
+                     *       "completed_at": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookRecovery"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    GetWebhookRecovery: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The id of the object. */
+                id: string;
+                /** @description The recovery. */
+                recovery: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Retrieve a recovery: success. */
+            200: {
+                headers: {
+                    "Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "rcv_01jdq7kx3m5w8n2c4v6b9t0r1s",
+                     *       "object": "recovery",
+                     *       "webhook_endpoint": "we_01jdq7kx3m5w8n2c4v6b9t0r1s",
+                     *       "since": "2026-01-15T09:30:00.000Z",
+                     *       "status": "running",
+                     *       "total": 1,
+                     *       "queued": 1,
+                     *       "deliveries": {
+                     *         "pending": 1,
+                     *         "succeeded": 1,
+                     *         "failed": 1,
+                     *         "skipped": 1
+                     *       },
+                     *       "livemode": false,
+                     *       "created_at": "2026-01-15T09:30:00.000Z",
+                     *       "completed_at": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookRecovery"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4648,6 +5263,8 @@ export interface operations {
                      *       "last_error": null,
                      *       "disable_on_gone": true,
                      *       "max_rate": 50,
+                     *       "ordering": "none",
+                     *       "auto_recover": false,
                      *       "secret": "whsec_c2VjcmV0LXNpZ25pbmcta2V5LWZvci1kb2NzLW9ubHk=",
                      *       "livemode": false,
                      *       "created_at": "2026-01-15T09:30:00.000Z"
@@ -5338,6 +5955,8 @@ export interface operations {
                  *         "last_error": null,
                  *         "disable_on_gone": true,
                  *         "max_rate": 50,
+                 *         "ordering": "none",
+                 *         "auto_recover": false,
                  *         "secret": "whsec_c2VjcmV0LXNpZ25pbmcta2V5LWZvci1kb2NzLW9ubHk=",
                  *         "livemode": false,
                  *         "created_at": "2026-01-15T09:30:00.000Z"
@@ -5404,6 +6023,8 @@ export interface operations {
                  *         "last_error": null,
                  *         "disable_on_gone": true,
                  *         "max_rate": 50,
+                 *         "ordering": "none",
+                 *         "auto_recover": false,
                  *         "secret": "whsec_c2VjcmV0LXNpZ25pbmcta2V5LWZvci1kb2NzLW9ubHk=",
                  *         "livemode": false,
                  *         "created_at": "2026-01-15T09:30:00.000Z"
@@ -5470,6 +6091,8 @@ export interface operations {
                  *         "last_error": null,
                  *         "disable_on_gone": true,
                  *         "max_rate": 50,
+                 *         "ordering": "none",
+                 *         "auto_recover": false,
                  *         "secret": "whsec_c2VjcmV0LXNpZ25pbmcta2V5LWZvci1kb2NzLW9ubHk=",
                  *         "livemode": false,
                  *         "created_at": "2026-01-15T09:30:00.000Z"
