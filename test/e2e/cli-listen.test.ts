@@ -206,6 +206,27 @@ describe('mcs listen', () => {
     expect((await stack.api(keys.secret_key, 'GET', `/v1/webhooks/${id}`)).status).toBe(404);
   });
 
+  it('reconnects when the gateway restarts, and forwards what comes after', async () => {
+    const session = startListen(['--events', 'order.updated']);
+    const ready = await session.next('ready');
+    await stack.kill('gateway', 'SIGTERM'); // ends the open stream on the way down
+    await new Promise((r) => setTimeout(r, 1_000));
+    expect(session.child.exitCode).toBeNull();
+    await stack.restart('gateway');
+    await waitFor('the CLI to reconnect', async () =>
+      session.stderr().includes('reconnected') ? true : undefined,
+    );
+    expect(session.stderr()).toContain('reconnecting');
+    answer = 200;
+    const order = await stack.api(keys.secret_key, 'POST', '/v1/orders', ORDER);
+    await stack.api(keys.secret_key, 'POST', `/v1/orders/${order.json.id}/cancel`, {});
+    const forwarded = await session.next('forwarded');
+    expect(forwarded).toMatchObject({ event_type: 'order.updated', status_code: 200 });
+    session.child.kill('SIGINT');
+    expect(await session.exited).toBe(0);
+    expect((await stack.api(keys.secret_key, 'GET', `/v1/webhooks/${ready.endpoint}`)).status).toBe(404);
+  });
+
   it('prints readable lines without --json', async () => {
     const child = spawnCli(
       ['listen', '--forward-to', appUrl, '--events', 'product.updated'],
