@@ -306,6 +306,44 @@ describe('settings page and actions', () => {
     expect(livePage).not.toContain('we_sick');
   });
 
+  it('shows why an endpoint is disabled (410 Gone or by hand), its max_rate, and offers to re-enable it', async () => {
+    endpoints.push(
+      create(webhooks.WebhookEndpointSchema, {
+        id: 'we_gone',
+        url: 'https://gone.example/hook',
+        events: ['order.created', 'webhook_endpoint.disabled'],
+        status: webhooks.EndpointStatus.DISABLED,
+        disabledReason: webhooks.DisabledReason.GONE,
+        lastError: 'HTTP 410',
+        failingSince: timestampNow(),
+        maxRate: 25,
+        livemode: false,
+      }),
+      create(webhooks.WebhookEndpointSchema, {
+        id: 'we_off',
+        url: 'https://off.example/hook',
+        events: ['*'],
+        status: webhooks.EndpointStatus.DISABLED,
+        disabledReason: webhooks.DisabledReason.MANUAL,
+        livemode: false,
+      }),
+    );
+    const s = await signIn();
+    const page = await (await go('/dashboard/settings/api', { headers: { cookie: s.cookie } })).text();
+    const card = (id: string) =>
+      page.slice(page.indexOf(`id="${id}"`), page.indexOf('</article>', page.indexOf(`id="${id}"`)));
+    expect(card('we_gone')).toContain('Disabled (410 Gone)');
+    expect(card('we_gone')).toContain('the receiver answered 410 Gone');
+    expect(card('we_gone')).toContain('HTTP 410');
+    expect(card('we_gone')).toContain('at most 25/s');
+    expect(card('we_gone')).toContain('/dashboard/settings/api/webhooks/we_gone/enable');
+    expect(card('we_off')).not.toContain('410');
+    expect(card('we_off')).toContain('* (all resource events)');
+    expect(card('we_off')).toContain('/dashboard/settings/api/webhooks/we_off/enable');
+    // The operational types can be chosen for a new endpoint.
+    expect(page).toContain('value="webhook_endpoint.unhealthy"');
+  });
+
   it('refuses a POST without the session’s CSRF token, or from another origin', async () => {
     endpoints.push(
       create(webhooks.WebhookEndpointSchema, { id: 'we_1', status: webhooks.EndpointStatus.UNHEALTHY }),
