@@ -407,7 +407,10 @@ ${codeBlock(GO_VERIFY, 'go', ' data-snippet="go"')}
 ${h2('retries', 'Retries')}
 <p>A failed attempt is retried after 30 seconds, 5 minutes, 30 minutes, 2 hours and 24 hours (the server's
 <code>WEBHOOK_RETRY_SCHEDULE</code>): at most 6 attempts. A <code>429</code> or <code>503</code> answer with
-<code>Retry-After</code> postpones that endpoint's next attempt to at least then. Every attempt is recorded:
+<code>Retry-After</code> (seconds or an HTTP date) pauses that endpoint until then: its other deliveries wait too,
+without spending retries, and the refused one is retried no sooner than its schedule says. The pause is capped by
+what the schedule has left, so no value parks deliveries beyond it. An endpoint's <code>max_rate</code> (deliveries
+per second, <code>null</code> = unlimited) paces it. Other endpoints are never slowed. Every attempt is recorded:
 <a href="/docs/reference#ListWebhookDeliveries"><code>GET /v1/webhooks/{id}/deliveries</code></a> lists the deliveries
 to an endpoint with each attempt's status code, error, latency and the start of your answer, and
 <a href="/docs/reference#RetryWebhookDelivery">retry</a> sends one again now.</p>
@@ -415,17 +418,23 @@ ${recoverySection(doc)}
 ${h2('health', 'Endpoint health')}
 <ul>
 <li><code>enabled</code>: deliveries flow. While attempts fail, <code>failing_since</code> and <code>last_error</code>
-say since when and why (both <code>null</code> when healthy).</li>
+say since when and why (both <code>null</code> when healthy). Once an endpoint has failed for an hour (the server's
+<code>WEBHOOK_WARN_AFTER</code>) or a delivery has spent half its retries, the account's e-mail address gets one
+warning; a successful delivery ends the stretch.</li>
 <li><code>unhealthy</code>: the last retry of a delivery failed. The account's e-mail address is told once; nothing
 more is sent to the endpoint and its new deliveries are skipped until it is re-enabled with
 <a href="/docs/reference#EnableWebhookEndpoint"><code>POST /v1/webhooks/{id}/enable</code></a> (or in the dashboard).</li>
 <li><code>disabled</code>: turned off (<code>disabled_reason: "manual"</code>, by an
 <a href="/docs/reference#UpdateWebhookEndpoint">update</a> with <code>disabled: true</code> or the dashboard) or because the
-receiver answered <code>410 Gone</code> (<code>"gone"</code>). <code>enable</code> turns it on again.</li>
+receiver answered <code>410 Gone</code> (<code>"gone"</code>: at once, without retries, with one e-mail; set
+<code>disable_on_gone: false</code> to have a 410 retried like any other failure). <code>enable</code> turns it on
+again.</li>
 </ul>
 <p>Endpoints that list the operational types <code>webhook_endpoint.unhealthy</code>,
 <code>webhook_endpoint.disabled</code> and <code>webhook_endpoint.enabled</code> explicitly (<code>"*"</code> does not
-include them) get an event on each of these changes of another endpoint.</p>`;
+include them) get an event on each of these changes of another endpoint: signed like any delivery, listed in
+<code>GET /v1/events</code>, with the endpoint (without its secret) as <code>data</code>. An endpoint never gets the
+event about itself.</p>`;
     },
   },
 ];
