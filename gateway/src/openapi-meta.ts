@@ -356,7 +356,7 @@ export const fieldMeta: Record<string, FieldMeta> = {
   },
   'RecoverWebhookEndpointRequest.since': {
     description:
-      'Deliveries of events since this time (ISO 8601) that failed or were skipped are sent again.',
+      'Required. Deliveries of events since this time (ISO 8601) that failed or were skipped are sent again.',
     example: TIMESTAMP_EXAMPLE,
   },
   'GetWebhookRecoveryRequest.recovery': { description: 'The recovery.', idOf: 'rcv' },

@@ -161,6 +161,8 @@ export async function startRecovery(
   /** Receives the webhook_endpoint.enabled deliveries when it re-enables the endpoint. */
   sink?: EventSink,
 ): Promise<{ replay: Replay; endpoint: Endpoint; enabled: boolean }> {
+  // Another account's endpoint is not found, whatever the body says.
+  const before = await getEndpoint(tx, caller, endpointId, { lock: true });
   if (!since) {
     throw apiError('missing_required_field', {
       param: 'since',
@@ -170,7 +172,6 @@ export async function startRecovery(
   if (since.getTime() > now.getTime()) {
     throw apiError('invalid_value', { param: 'since', message: 'since must not be in the future.' });
   }
-  const before = await getEndpoint(tx, caller, endpointId, { lock: true });
   const endpoint =
     before.status === 'enabled' ? before : await enableEndpoint(tx, caller, endpointId, now, sink);
   const total = await tx.execute<{ n: number }>(sql`

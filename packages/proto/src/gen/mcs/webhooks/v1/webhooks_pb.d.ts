@@ -260,7 +260,8 @@ export declare type RecoverWebhookEndpointRequest = Message<"mcs.webhooks.v1.Rec
   id: string;
 
   /**
-   * Deliveries of events since then (ISO 8601) that failed or were skipped are sent again.
+   * Required (checked by the service, after the endpoint, so another account's id is a 404):
+   * deliveries of events since then (ISO 8601) that failed or were skipped are sent again.
    *
    * @generated from field: google.protobuf.Timestamp since = 2;
    */
