@@ -102,6 +102,13 @@ async function readBody(req: IncomingMessage): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
+/** 403 for a publishable key outside the product catalog, naming the route it tried. */
+function publishableRefused(route: string) {
+  return apiError('secret_key_required', {
+    message: `Publishable keys (pk_) can only read the product catalog (GET /v1/products, GET /v1/products/{id}). Use a secret key (sk_) for ${route}.`,
+  });
+}
+
 export function createHandler(deps: GatewayDeps) {
   const { log, docsUrl } = deps;
   const inFlight = createInFlight();
@@ -211,11 +218,8 @@ export function createHandler(deps: GatewayDeps) {
       const taken = deps.limiter.take(principal.accountId, principal.rateLimit);
       const rate = taken instanceof Promise ? await taken : taken;
       if (!rate.ok) throw fail('rate_limited', undefined, { 'retry-after': String(rate.retryAfter) });
-      if (!principal.secret && !route.publishable) {
-        throw apiError('secret_key_required', {
-          message: `Publishable keys (pk_) can only read the product catalog (GET /v1/products, GET /v1/products/{id}). Use a secret key (sk_) for ${route.httpMethod} ${route.path}.`,
-        });
-      }
+      if (!principal.secret && !route.publishable)
+        throw publishableRefused(`${route.httpMethod} ${route.path}`);
       if (route.testHelper && principal.livemode) throw apiError('test_mode_only');
 
       const rawKey = req.headers['idempotency-key'];
