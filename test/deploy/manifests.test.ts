@@ -159,6 +159,11 @@ describe.each(['overlays-local', 'overlays-production', 'overlays-cnpg'] as cons
             ? ['startupProbe', 'readinessProbe', 'livenessProbe']
             : ['readinessProbe', 'livenessProbe'])
             expect(c[p], `${o.metadata.name} ${p}`).toBeDefined();
+          // The services answer grpc.health.v1 (kit/health.ts): readiness asks it.
+          if (o.metadata.labels?.['app.kubernetes.io/component'] === 'service')
+            expect(c.readinessProbe.grpc?.port, `${o.metadata.name} readiness over gRPC health`).toBe(
+              c.ports[0].containerPort,
+            );
           if (ours) expect(existsSync(join(REPO_ROOT, c.args[0])), c.args[0]).toBe(true);
         }
       }
