@@ -5219,6 +5219,136 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    RecoverWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A unique string chosen by the client (1 to 255 characters). Retrying with the same key within 24 hours returns the first answer (with Idempotent-Replayed: true) and changes nothing. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description The id of the object. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "since": "2026-01-15T09:30:00.000Z"
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * Format: date-time
+                     * @description Deliveries of events since this time (ISO 8601) that failed or were skipped are sent again.
+                     * @example 2026-01-15T09:30:00.000Z
+                     */
+                    since: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Recover an endpoint: success. */
+            200: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "rcv_01jdq7kx3m5w8n2c4v6b9t0r1s",
+                     *       "object": "recovery",
+                     *       "webhook_endpoint": "we_01jdq7kx3m5w8n2c4v6b9t0r1s",
+                     *       "since": "2026-01-15T09:30:00.000Z",
+                     *       "status": "running",
+                     *       "total": 1,
+                     *       "queued": 1,
+                     *       "deliveries": {
+                     *         "pending": 1,
+                     *         "succeeded": 1,
+                     *         "failed": 1,
+                     *         "skipped": 1
+                     *       },
+                     *       "livemode": false,
+                     *       "created_at": "2026-01-15T09:30:00.000Z",
+                     *       "completed_at": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookRecovery"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    GetWebhookRecovery: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The id of the object. */
+                id: string;
+                /** @description The recovery. */
+                recovery: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Retrieve a recovery: success. */
+            200: {
+                headers: {
+                    "Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "rcv_01jdq7kx3m5w8n2c4v6b9t0r1s",
+                     *       "object": "recovery",
+                     *       "webhook_endpoint": "we_01jdq7kx3m5w8n2c4v6b9t0r1s",
+                     *       "since": "2026-01-15T09:30:00.000Z",
+                     *       "status": "running",
+                     *       "total": 1,
+                     *       "queued": 1,
+                     *       "deliveries": {
+                     *         "pending": 1,
+                     *         "succeeded": 1,
+                     *         "failed": 1,
+                     *         "skipped": 1
+                     *       },
+                     *       "livemode": false,
+                     *       "created_at": "2026-01-15T09:30:00.000Z",
+                     *       "completed_at": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookRecovery"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     RotateWebhookEndpointSecret: {
         parameters: {
             query?: never;
