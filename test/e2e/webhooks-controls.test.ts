@@ -342,9 +342,10 @@ describe('Retry-After and max_rate', () => {
       `max_rate ${rate}/s: ${n} deliveries over ${span} ms (gaps ${gaps.join(', ')}); unlimited: all in ${freeGot.at(-1)!.at - started} ms`,
     );
     // At most `rate` starts per second: start slots 1000/rate ms apart, shared by the two
-    // replicas; arrivals differ from starts by network and event-loop jitter (and the first
-    // request pays the TLS handshake), so consecutive ones are only held to half a slot.
-    expect(Math.min(...gaps)).toBeGreaterThanOrEqual(1000 / rate / 2);
+    // replicas. Arrivals differ from starts by network and event-loop jitter (and the first
+    // request pays the TLS handshake): on a loaded machine two arrivals came 22 ms apart from
+    // slots 250 ms apart. So the rate is held over spans (the whole run, and every second of
+    // it, one arrival of slack), not between two neighbours.
     expect(span).toBeGreaterThanOrEqual(((n - 1) * 1000) / rate - 100);
     expect(freeGot.at(-1)!.at - started).toBeLessThan(span);
     for (let i = 0; i < got.length; i++) {
