@@ -64,13 +64,19 @@ async function waitFor(text: () => string, pattern: RegExp, timeoutMs: number, w
   throw new Error(`${what} did not appear in ${timeoutMs} ms; output so far:\n${text()}`);
 }
 
-/** Stops a detached child and everything in its process group. */
+/**
+ * Stops a detached child and everything in its process group, also when the child itself has
+ * already exited: the walkthrough's bash ends after its last command while the receiver it
+ * started with `&` lives on in the group (left running, every run leaked one).
+ */
 async function stopGroup(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM') {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  const done = child.exitCode !== null || child.signalCode !== null;
+  const exited = done ? Promise.resolve() : new Promise<void>((r) => child.once('exit', () => r()));
   try {
     process.kill(-child.pid!, signal);
-  } catch {}
+  } catch {
+    // ESRCH: the group is empty already.
+  }
   await exited;
 }
 
