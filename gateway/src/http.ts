@@ -159,6 +159,15 @@ export function createHandler(deps: GatewayDeps) {
     return { init: decodeObject(route.method.input, { ...json, ...params }), json };
   }
 
+  /** The caller's key, then its rate limit: every /v1 request passes both before anything else. */
+  async function admit(req: IncomingMessage) {
+    const principal = await deps.auth.authenticate(req.headers.authorization);
+    const taken = deps.limiter.take(principal.accountId, principal.rateLimit);
+    const rate = taken instanceof Promise ? await taken : taken;
+    if (!rate.ok) throw fail('rate_limited', undefined, { 'retry-after': String(rate.retryAfter) });
+    return principal;
+  }
+
   const handle = async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const requestId = newRequestId();
     res.setHeader('request-id', requestId);
@@ -188,15 +197,10 @@ export function createHandler(deps: GatewayDeps) {
             { allow: listen.allow },
           );
         }
-        const who = await deps.auth.authenticate(req.headers.authorization);
-        const taken = deps.limiter.take(who.accountId, who.rateLimit);
-        const rate = taken instanceof Promise ? await taken : taken;
-        if (!rate.ok) throw fail('rate_limited', undefined, { 'retry-after': String(rate.retryAfter) });
+        const who = await admit(req);
         if (!who.secret) {
           const template = `/v1/webhooks/{id}/listen${listen.kind === 'ack' ? '/ack' : ''}`;
-          throw apiError('secret_key_required', {
-            message: `Publishable keys (pk_) can only read the product catalog (GET /v1/products, GET /v1/products/{id}). Use a secret key (sk_) for ${method} ${template}.`,
-          });
+          throw publishableRefused(`${method} ${template}`);
         }
         routeLabel = 'listen';
         return await deps.listen!.handle(listen, req, res, who, requestId);
@@ -214,10 +218,7 @@ export function createHandler(deps: GatewayDeps) {
       const { route, params } = match;
       routeLabel = route.path;
 
-      const principal = await deps.auth.authenticate(req.headers.authorization);
-      const taken = deps.limiter.take(principal.accountId, principal.rateLimit);
-      const rate = taken instanceof Promise ? await taken : taken;
-      if (!rate.ok) throw fail('rate_limited', undefined, { 'retry-after': String(rate.retryAfter) });
+      const principal = await admit(req);
       if (!principal.secret && !route.publishable)
         throw publishableRefused(`${route.httpMethod} ${route.path}`);
       if (route.testHelper && principal.livemode) throw apiError('test_mode_only');
