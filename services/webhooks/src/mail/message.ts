@@ -9,13 +9,26 @@ import {
 } from '../domain/health.ts';
 import type { MailMessage } from './transport.ts';
 
-export function unhealthyMessage(opts: {
+/** What every endpoint e-mail is made from. */
+interface NoticeMail {
   notificationId: string;
   endpointId: string;
   notice: UnhealthyNotice;
   from: string;
   to: string;
-}): MailMessage {
+}
+
+function mail(opts: NoticeMail, subject: string, lines: string[]): MailMessage {
+  return {
+    messageId: `<${opts.notificationId}@mcs.webhooks>`,
+    from: opts.from,
+    to: opts.to,
+    subject,
+    text: `${lines.join('\n')}\n`,
+  };
+}
+
+function unhealthyMessage(opts: NoticeMail): MailMessage {
   const { endpointId, notice } = opts;
   const lines = [
     'Hello,',
@@ -23,13 +36,7 @@ export function unhealthyMessage(opts: {
     `we have stopped sending events to your webhook endpoint ${endpointId}: every attempt to`,
     'deliver an event to it failed, including the last retry, so it is now marked unhealthy.',
     '',
-    `  Endpoint:       ${endpointId}`,
-    `  URL:            ${notice.url}`,
-    ...(notice.description ? [`  Description:    ${notice.description}`] : []),
-    `  Mode:           ${notice.livemode ? 'live' : 'test'}`,
-    `  Failing since:  ${notice.failingSince ?? 'unknown'}`,
-    `  Last error:     ${notice.lastError ?? 'unknown'}`,
-    `  Last delivery:  ${notice.deliveryId} (event ${notice.eventId}, ${notice.attempts} attempts)`,
+    ...details(endpointId, notice),
     '',
     'Until it is re-enabled the endpoint receives nothing. Events that happen meanwhile are kept',
     'and listed as skipped deliveries; you can resend them once it works again.',
@@ -42,23 +49,11 @@ export function unhealthyMessage(opts: {
     '',
     '— mcs notifications',
   ];
-  return {
-    messageId: `<${opts.notificationId}@mcs.webhooks>`,
-    from: opts.from,
-    to: opts.to,
-    subject: `Webhook endpoint ${endpointId} is unhealthy (${notice.url})`,
-    text: `${lines.join('\n')}\n`,
-  };
+  return mail(opts, `Webhook endpoint ${endpointId} is unhealthy (${notice.url})`, lines);
 }
 
 /** The endpoint answered 410 Gone and was disabled at once. */
-export function goneMessage(opts: {
-  notificationId: string;
-  endpointId: string;
-  notice: UnhealthyNotice;
-  from: string;
-  to: string;
-}): MailMessage {
+function goneMessage(opts: NoticeMail): MailMessage {
   const { endpointId, notice } = opts;
   const lines = [
     'Hello,',
@@ -78,23 +73,11 @@ export function goneMessage(opts: {
     '',
     '— mcs notifications',
   ];
-  return {
-    messageId: `<${opts.notificationId}@mcs.webhooks>`,
-    from: opts.from,
-    to: opts.to,
-    subject: `Webhook endpoint ${endpointId} was disabled: 410 Gone (${notice.url})`,
-    text: `${lines.join('\n')}\n`,
-  };
+  return mail(opts, `Webhook endpoint ${endpointId} was disabled: 410 Gone (${notice.url})`, lines);
 }
 
 /** The early warning: deliveries to the endpoint have been failing for a while. */
-export function failingMessage(opts: {
-  notificationId: string;
-  endpointId: string;
-  notice: UnhealthyNotice;
-  from: string;
-  to: string;
-}): MailMessage {
+function failingMessage(opts: NoticeMail): MailMessage {
   const { endpointId, notice } = opts;
   const lines = [
     'Hello,',
@@ -112,13 +95,7 @@ export function failingMessage(opts: {
     '',
     '— mcs notifications',
   ];
-  return {
-    messageId: `<${opts.notificationId}@mcs.webhooks>`,
-    from: opts.from,
-    to: opts.to,
-    subject: `Webhook endpoint ${endpointId} is failing (${notice.url})`,
-    text: `${lines.join('\n')}\n`,
-  };
+  return mail(opts, `Webhook endpoint ${endpointId} is failing (${notice.url})`, lines);
 }
 
 function details(endpointId: string, notice: UnhealthyNotice): string[] {
@@ -134,10 +111,7 @@ function details(endpointId: string, notice: UnhealthyNotice): string[] {
 }
 
 /** The message of a notification row of `kind`. */
-export function messageFor(
-  kind: NoticeKind,
-  opts: { notificationId: string; endpointId: string; notice: UnhealthyNotice; from: string; to: string },
-): MailMessage {
+export function messageFor(kind: NoticeKind, opts: NoticeMail): MailMessage {
   switch (kind) {
     case UNHEALTHY_KIND:
       return unhealthyMessage(opts);
