@@ -9,6 +9,7 @@ import {
   type NatsConnection,
   RetentionPolicy,
   StorageType,
+  type StreamInfo,
 } from 'nats';
 import { parseDuration } from './config.ts';
 
@@ -61,23 +62,47 @@ export function eventConsumerConfig(names: StreamNames): Partial<ConsumerConfig>
 }
 
 /**
+ * How long JetStream remembers a message id to drop a second publish of it (ns): 60 s.
+ *
+ * nats-server keeps every id seen within the window in memory, so the window sets how much memory
+ * a steady load holds: with 5 minutes, its RSS climbed for the whole of a 5-minute soak (issue 9,
+ * target 7); with 60 s the set stops growing after the first minute.
+ *
+ * 60 s is enough because the window is only the first of two guards against a doubled event:
+ * - The outbox relay republishes an event only when its row outlived a publish: the fast path's
+ *   publish failed or its delete did not run (crash, PostgreSQL or NATS down), and the poll then
+ *   takes the row once it is a few seconds old (`minAgeMs`, 3 s) — seconds after the first
+ *   publish, well inside 60 s.
+ * - A republish later than that (PostgreSQL down for more than a minute between the publish and
+ *   the delete of its row) is stored twice in the stream, and the webhooks consumer drops the
+ *   second copy: it records events by id in PostgreSQL (`insert … on conflict do nothing` into
+ *   webhooks.events) and makes deliveries only for events it inserted, so no delivery repeats.
+ */
+export const DUPLICATE_WINDOW_NS = 60 * 1e9;
+
+/**
  * Creates the event stream and the webhooks service's durable consumer if they are missing; every
  * part calls this at start-up. The stream uses interest retention: an event stays until the
  * consumer acked it (or a week passed, to recover a stopped consumer), then JetStream deletes it,
  * so the server's store and memory stay flat under a steady load instead of growing with every
  * event for a week (measured: +20 % nats-server RSS over a 5-minute soak with limits retention).
  * A stream made by an earlier version with limits retention is kept as it is (JetStream cannot
- * change the retention of a stream).
+ * change the retention of a stream); one made with another duplicate window (5 minutes before)
+ * is updated to DUPLICATE_WINDOW_NS, which JetStream allows on a live stream.
  */
 export async function ensureStream(jsm: JetStreamManager, names: StreamNames): Promise<void> {
-  let exists = false;
+  let existing: StreamInfo | undefined;
   try {
-    await jsm.streams.info(names.stream);
-    exists = true;
+    existing = await jsm.streams.info(names.stream);
   } catch {
     // missing: create it below
   }
-  if (!exists) {
+  if (existing) {
+    if (existing.config.duplicate_window !== DUPLICATE_WINDOW_NS) {
+      // Every part runs this at start-up, so several may update at once: each writes the same value.
+      await jsm.streams.update(names.stream, { duplicate_window: DUPLICATE_WINDOW_NS });
+    }
+  } else {
     try {
       await jsm.streams.add({
         name: names.stream,
@@ -85,7 +110,7 @@ export async function ensureStream(jsm: JetStreamManager, names: StreamNames): P
         storage: StorageType.File,
         retention: RetentionPolicy.Interest,
         max_age: 7 * 24 * 3600 * 1e9, // nanoseconds: a week to recover a stopped consumer
-        duplicate_window: 5 * 60 * 1e9,
+        duplicate_window: DUPLICATE_WINDOW_NS,
         // 3 on a JetStream cluster (deploy/nats), so a node may die without losing events.
         num_replicas: Number(process.env.NATS_STREAM_REPLICAS ?? 1),
       });
