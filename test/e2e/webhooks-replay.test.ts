@@ -207,6 +207,78 @@ describe('recovery with replay', () => {
     expect(await deliveriesOf(keys, ep.id)).toHaveLength(5);
   });
 
+  it('replays what arrived while the endpoint was disabled: what it subscribes to, once, never its own event', async () => {
+    const keys = await stack.createAccount();
+    const other = await stack.createAccount();
+    const r = await receiver();
+    const t0 = new Date(Date.now() - 1_000).toISOString();
+    // Before the endpoint existed: never part of its backlog, whatever `since` says.
+    const early = await newOrder(keys.secret_key);
+    await sleep(20);
+    const ep = await endpointAt(keys, r.url, ['*', 'webhook_endpoint.disabled']);
+    const first = await newOrder(keys.secret_key);
+    await r.waitFor(1);
+
+    // Disabled by hand: fan-out records no delivery to it while it is.
+    ok(await api(keys.secret_key, 'POST', `/v1/webhooks/${ep.id}`, { disabled: true }));
+    const missed = [await newOrder(keys.secret_key), await newOrder(keys.secret_key)];
+    // Another endpoint of the account goes disabled (an event E names) and enabled (one "*" does
+    // not cover); other accounts and live mode have events of their own meanwhile.
+    const peer = await endpointAt(keys, `${r.url}peer`, ['order.updated']);
+    ok(await api(keys.secret_key, 'POST', `/v1/webhooks/${peer.id}`, { disabled: true }));
+    ok(await api(keys.secret_key, 'POST', `/v1/webhooks/${peer.id}/enable`));
+    await newOrder(other.secret_key);
+    await newOrder(keys.live_secret_key);
+    const log = await until(async () => {
+      const all = ok(await api(keys.secret_key, 'GET', '/v1/events?limit=100')).data as Array<
+        Record<string, any>
+      >;
+      return all.length === 7 && all;
+    });
+    const typeOf = (type: string, about?: string) =>
+      log.filter((e) => e.type === type && (about === undefined || e.data.id === about)).map((e) => e.id);
+    const [peerDisabled] = typeOf('webhook_endpoint.disabled', peer.id);
+    expect(typeOf('webhook_endpoint.disabled', ep.id)).toHaveLength(1);
+    expect(typeOf('webhook_endpoint.enabled', peer.id)).toHaveLength(1);
+    expect(await deliveriesOf(keys, ep.id)).toHaveLength(1);
+    expect(r.received).toHaveLength(1);
+
+    // Since before all of it: the two orders and the peer's disabled event, nothing else.
+    const rec = ok(await api(keys.secret_key, 'POST', `/v1/webhooks/${ep.id}/recover`, { since: t0 }));
+    expect(rec).toMatchObject({ status: 'running', total: 3, queued: 0 });
+    const done = await until(async () => {
+      const now = ok(await api(keys.secret_key, 'GET', `/v1/webhooks/${ep.id}/recoveries/${rec.id}`));
+      return now.status === 'completed' && now.deliveries.succeeded === 3 && now;
+    });
+    expect(done).toMatchObject({ total: 3, queued: 3 });
+    expect(done.deliveries).toEqual({ pending: 0, succeeded: 3, failed: 0, skipped: 0 });
+    const got = r.received.slice(1);
+    expect(got).toHaveLength(3);
+    for (const g of got) verifyWebhook(ep.secret, g.body, g.headers);
+    const missedEvents = log.filter((e) => missed.some((o) => o.id === e.data.id)).map((e) => e.id);
+    expect(missedEvents).toHaveLength(2);
+    expect(new Set(eventIds(got))).toEqual(new Set([...missedEvents, peerDisabled]));
+    const ids = got.map((g) => JSON.parse(g.body).data.id);
+    expect(ids).not.toContain(early.id);
+    expect(ids).not.toContain(first.id);
+
+    // One delivery per event, and a second recovery finds nothing left to send.
+    const list = await deliveriesOf(keys, ep.id);
+    expect(list).toHaveLength(4);
+    expect(new Set(list.map((d) => d.event)).size).toBe(4);
+    expect(list.every((d) => d.status === 'succeeded' && d.attempt_count === 1)).toBe(true);
+    const again = ok(await api(keys.secret_key, 'POST', `/v1/webhooks/${ep.id}/recover`, { since: t0 }));
+    expect(again.total).toBe(0);
+    await until(
+      async () =>
+        ok(await api(keys.secret_key, 'GET', `/v1/webhooks/${ep.id}/recoveries/${again.id}`)).status ===
+        'completed',
+    );
+    await sleep(300);
+    expect(r.received).toHaveLength(4);
+    expect(await deliveriesOf(keys, ep.id)).toHaveLength(4);
+  });
+
   it('auto_recover: probes an unhealthy endpoint with a signed ping, re-enables it on 2xx and replays its backlog', async () => {
     const keys = await stack.createAccount();
     const r = await receiver();

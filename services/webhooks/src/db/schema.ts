@@ -132,6 +132,9 @@ export const deliveries = webhooks.table(
     uniqueIndex('deliveries_event_endpoint_idx')
       .on(t.eventId, t.endpointId)
       .where(sql`${t.origin} = 'event'`),
+    // A recovery looks up the resends of an event to an endpoint (domain/replays.ts backlogSql):
+    // few rows, and fan-out's inserts (origin 'event') never touch it.
+    index('deliveries_resend_idx').on(t.eventId, t.endpointId).where(sql`${t.origin} = 'resend'`),
     index('deliveries_due_idx').on(t.nextAttemptAt).where(sql`${t.status} = 'pending'`),
     index('deliveries_endpoint_idx').on(t.endpointId, t.id),
     index('deliveries_ordering_idx')
@@ -166,7 +169,7 @@ export const replays = webhooks.table(
     status: text('status').$type<ReplayStatus>().notNull(),
     /** The last delivery (recovery) or event (resend) handled. */
     cursor: text('cursor'),
-    /** Recovery: deliveries found to re-send when it began; resend: events matched. */
+    /** Recovery: events of its backlog when it began; resend: events matched. */
     total: integer('total').notNull().default(0),
     /** Deliveries queued so far. */
     queued: integer('queued').notNull().default(0),

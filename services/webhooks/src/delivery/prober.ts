@@ -97,11 +97,14 @@ export function createProber(opts: ProberOptions): { runDue(): Promise<number> }
       if (row?.status !== 'unhealthy') return false;
       const endpoint = await enableEndpoint(tx, caller, ep.id, now, sink);
       // Its backlog: what was skipped since it began failing, and the deliveries whose retries
-      // ran out in that stretch (created before it began, some of them).
+      // ran out in that stretch (of events from before it began, some of them). A recovery
+      // takes events by their time, which is before their deliveries were made.
       const start = ep.failing_since ? new Date(ep.failing_since) : new Date(now.getTime() - DAY_MS);
       const { rows } = await tx.execute<{ since: Date | string | null }>(sql`
-        select min(created_at) as since from webhooks.deliveries
-         where endpoint_id = ${ep.id} and status = 'failed' and last_attempt_at >= ${start}`);
+        select min(ev.created_at) as since
+          from webhooks.deliveries d join webhooks.events ev on ev.id = d.event_id
+         where d.endpoint_id = ${ep.id} and d.status in ('failed', 'skipped')
+           and (d.last_attempt_at >= ${start} or d.created_at >= ${start})`);
       const first = rows[0]?.since ? new Date(rows[0].since) : start;
       await recordRecovery(tx, endpoint, new Date(Math.min(first.getTime(), start.getTime())), now);
       return true;

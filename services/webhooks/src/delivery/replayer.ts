@@ -5,13 +5,24 @@
 // chunk may run (a second's worth of the rate later): a crash rolls the chunk back whole, and a
 // restart goes on from the cursor. The queued deliveries hold a lease and go to the engine after
 // commit (the poller takes them if this process dies first).
+
+import { fromBinary } from '@bufbuild/protobuf';
 import type { Db, Tx } from '@mcs/kit/db';
 import { encodeTime } from '@mcs/kit/ids';
 import type { Logger } from '@mcs/kit/log';
-import { sql } from 'drizzle-orm';
-import type { QueuedDelivery } from '../domain/fanout.ts';
-import type { Replay } from '../domain/replays.ts';
-import { aboutSql, type InsertedRow, newDeliveryIdSql, queuedOf, subscribedSql } from '../domain/replays.ts';
+import { events as eventsProto } from '@mcs/proto';
+import { eq, sql } from 'drizzle-orm';
+import { endpoints } from '../db/schema.ts';
+import { fanoutDeliveryId, type QueuedDelivery, resourceKey } from '../domain/fanout.ts';
+import type { BacklogRow, Replay } from '../domain/replays.ts';
+import {
+  aboutSql,
+  backlogSql,
+  type InsertedRow,
+  newDeliveryIdSql,
+  queuedOf,
+  subscribedSql,
+} from '../domain/replays.ts';
 
 export interface ReplayerOptions {
   db: Db;
@@ -70,7 +81,9 @@ export function createReplayer(opts: ReplayerOptions): Replayer {
       if (!job) return null;
       const lease = new Date(now.getTime() + opts.leaseMs);
       const step =
-        job.kind === 'recovery' ? await recoverChunk(tx, job, lease) : await resendChunk(tx, job, lease, now);
+        job.kind === 'recovery'
+          ? await recoverChunk(tx, job, lease, now)
+          : await resendChunk(tx, job, lease, now);
       if (step === 'canceled') {
         await tx.execute(sql`
           update webhooks.replays set status = 'canceled', next_run_at = null, completed_at = ${now}
@@ -95,31 +108,60 @@ export function createReplayer(opts: ReplayerOptions): Replayer {
 
   type Step = { scanned: number; cursor: string | null; queued: QueuedDelivery[] } | 'canceled';
 
-  /** An endpoint's failed and skipped deliveries since `since`, re-queued in place, in id order. */
-  async function recoverChunk(tx: Tx, job: Row, lease: Date): Promise<Step> {
-    const ep = await tx.execute<{ status: string }>(sql`
-      select status from webhooks.endpoints where id = ${job.endpoint_id}`);
-    if (ep.rows[0]?.status !== 'enabled') return 'canceled';
-    const scan = await tx.execute<{ id: string }>(sql`
-      select id from webhooks.deliveries
-       where endpoint_id = ${job.endpoint_id} and id > ${job.cursor ?? ''}
-         and status in ('failed', 'skipped') and created_at >= ${job.since}
-       order by id limit ${chunk}`);
-    const ids = scan.rows.map((r) => r.id);
-    if (ids.length === 0) return { scanned: 0, cursor: job.cursor, queued: [] };
-    // A manual retry's rule: the schedule starts over; attempt numbers go on in the log.
-    const { rows } = await tx.execute<{ id: string; endpoint_id: string }>(sql`
-      update webhooks.deliveries d
-         set status = 'pending', schedule_start = d.attempts, next_attempt_at = ${lease},
-             replay_id = ${job.id}
-       where d.id = any(${sql.param(ids)}::text[]) and d.status in ('failed', 'skipped')
-      returning d.id, d.endpoint_id`);
+  /**
+   * The next events of an endpoint's backlog (domain/replays.ts backlogSql), in event id order:
+   * a failed or skipped delivery is re-queued in place, a missing one is added as fan-out would
+   * have made it (same id: it can exist once only).
+   */
+  async function recoverChunk(tx: Tx, job: Row, lease: Date, now: Date): Promise<Step> {
+    const [ep] = await tx
+      .select()
+      .from(endpoints)
+      .where(eq(endpoints.id, job.endpoint_id ?? ''));
+    if (ep?.status !== 'enabled') return 'canceled';
+    const scan = await tx.execute<BacklogRow>(
+      backlogSql(
+        ep,
+        { since: new Date(job.since), until: new Date(job.until ?? now), after: job.cursor },
+        chunk,
+      ),
+    );
+    const found = scan.rows;
+    if (found.length === 0) return { scanned: 0, cursor: job.cursor, queued: [] };
+    const requeue = found.flatMap((r) => (r.requeue !== null ? [r.requeue] : []));
+    const add = found.filter((r) => r.requeue === null);
+    const ids: string[] = [];
+    if (requeue.length > 0) {
+      // A manual retry's rule: the schedule starts over; attempt numbers go on in the log.
+      const { rows } = await tx.execute<{ id: string }>(sql`
+        update webhooks.deliveries d
+           set status = 'pending', schedule_start = d.attempts, next_attempt_at = ${lease},
+               replay_id = ${job.id}
+         where d.id = any(${sql.param(requeue)}::text[]) and d.status in ('failed', 'skipped')
+        returning d.id`);
+      ids.push(...rows.map((r) => r.id));
+    }
+    if (add.length > 0) {
+      const key = (r: BacklogRow) =>
+        r.payload ? resourceKey(fromBinary(eventsProto.EventSchema, new Uint8Array(r.payload))) : null;
+      const { rows } = await tx.execute<{ id: string }>(sql`
+        insert into webhooks.deliveries
+          (id, event_id, endpoint_id, account_id, livemode, status, next_attempt_at, ordering_key, replay_id, created_at)
+        select t.id, t.event_id, ${ep.id}, ${ep.accountId}, ${ep.livemode}, 'pending', ${lease}, t.ordering_key,
+               ${job.id}, ${now}
+          from unnest(${sql.param(add.map((r) => fanoutDeliveryId(r.id, new Date(r.created_at), ep.id)))}::text[],
+                      ${sql.param(add.map((r) => r.id))}::text[],
+                      ${sql.param(add.map(key))}::text[]) as t(id, event_id, ordering_key)
+        on conflict do nothing
+        returning id`);
+      ids.push(...rows.map((r) => r.id));
+    }
     return {
-      scanned: ids.length,
-      cursor: ids.at(-1)!,
+      scanned: found.length,
+      cursor: found.at(-1)!.id,
       // Claimed by the engine first (engine.ts): the claim applies the endpoint's pause and
       // max_rate, and an ordered delivery's check that its resource's earlier events are done.
-      queued: rows.map((r) => ({ deliveryId: r.id, endpointId: r.endpoint_id, lease })),
+      queued: ids.sort().map((id) => ({ deliveryId: id, endpointId: ep.id, lease })),
     };
   }
 

@@ -2,6 +2,7 @@
 // of events per statement. The JetStream messages are acked only after it commits, and both
 // inserts are idempotent, so a redelivered message records nothing twice.
 
+import { createHash } from 'node:crypto';
 import { timestampMs } from '@bufbuild/protobuf/wkt';
 import type { Tx } from '@mcs/kit/db';
 import { encodeTime } from '@mcs/kit/ids';
@@ -185,4 +186,16 @@ export function recordEvent(
   now = new Date(),
 ): Promise<QueuedDelivery[]> {
   return recordEvents(db, [{ event, payload }], leaseMs, now);
+}
+
+/**
+ * The id fan-out gives the delivery of event `eventId` (created at `createdAt`) to `endpointId`
+ * (the SQL of recordEvents, in JS): a recovery adding a delivery fan-out did not make uses it,
+ * so that delivery can exist once only.
+ */
+export function fanoutDeliveryId(eventId: string, createdAt: Date, endpointId: string): string {
+  const hash = createHash('md5')
+    .update(eventId + endpointId)
+    .digest('hex');
+  return `dlv_${encodeTime(createdAt.getTime())}${hash.slice(0, 16)}`;
 }

@@ -4,14 +4,20 @@
 // that the replayer (delivery/replayer.ts) works through a chunk at a time, each chunk and its
 // cursor committed together, so a restart neither loses nor repeats one.
 //
-// A recovery re-queues the endpoint's existing deliveries (failed or skipped) in place: each
-// starts the retry schedule over, as a manual retry does, and no row is added. A resend adds a
-// new delivery (origin 'resend') per event and endpoint: the first one stays as it was.
+// A recovery goes through the account's event log (webhooks.events, what GET /v1/events lists)
+// from `since` to when it began, and sends the endpoint every event it did not receive: an
+// existing delivery that failed or was skipped is re-queued in place (it starts the retry
+// schedule over, as a manual retry does), and an event that has no delivery to it — it arrived
+// while the endpoint was disabled — gets its fan-out delivery now (origin 'event', the id fan-out
+// would have given it, so it can exist once only). An event with a delivery pending or succeeded
+// (a resend's counts) is left alone. A resend adds a new delivery (origin 'resend') per event and
+// endpoint: the first one stays as it was.
 import { apiError } from '@mcs/errors';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
 import { encodeTime, newId } from '@mcs/kit/ids';
-import { and, eq, sql } from 'drizzle-orm';
+import { RESOURCE_EVENT_TYPES } from '@mcs/kit/outbox';
+import { and, eq, type SQL, sql } from 'drizzle-orm';
 import { type DeliveryStatus, events, type ReplayKind, replays } from '../db/schema.ts';
 import type { Delivery } from './deliveries.ts';
 import { type Endpoint, type EventSink, enableEndpoint, getEndpoint } from './endpoints.ts';
@@ -22,15 +28,18 @@ export type Replay = typeof replays.$inferSelect;
 /** Where the deliveries a replay queued stand now. */
 export type ReplayCounts = Record<DeliveryStatus, number>;
 
-/** Whether endpoint subscription `list` takes events of `type` ("*": the resource types). */
+/** Whether endpoint subscription `list` takes events of `type` ("*": the nine resource types). */
 export function subscribes(list: readonly string[], type: string): boolean {
-  return list.includes(type) || (list.includes('*') && !type.startsWith('webhook_endpoint.'));
+  return list.includes(type) || (list.includes('*') && RESOURCE_EVENT_TYPES.includes(type));
 }
 
-/** The same rule in SQL, for an endpoints row `e` and a type expression. */
-export const subscribedSql = (type: unknown) =>
-  sql`e.events && case when ${type}::text like 'webhook_endpoint.%' then array[${type}::text]
-                       else array[${type}::text, '*'] end`;
+/**
+ * The same rule in SQL, for a type expression and a subscription (default: the endpoints row
+ * `e`'s): "*" takes the resource types only, an operational type must be named.
+ */
+export const subscribedSql = (type: unknown, list: SQL = sql`e.events`) =>
+  sql`${list} && case when ${type}::text = any(${sql.param([...RESOURCE_EVENT_TYPES])}::text[])
+                      then array[${type}::text, '*'] else array[${type}::text] end`;
 
 /** A fresh delivery id made in SQL: `dlv_` + the time part of now + 16 random hex digits. */
 export const newDeliveryIdSql = (now: Date) =>
@@ -147,10 +156,70 @@ export async function resendEvent(
 
 const ID_PREFIX: Record<ReplayKind, string> = { recovery: 'rcv', resend: 'ers' };
 
+/** One event of an endpoint's backlog (backlogSql): the delivery to re-queue, or none to add. */
+export type BacklogRow = {
+  id: string;
+  created_at: Date | string;
+  /** Its failed or skipped fan-out delivery to the endpoint; null: it has none (add it). */
+  requeue: string | null;
+  /** The event as published (per_resource endpoints only: its resource key). */
+  payload: Buffer | null;
+};
+
+/**
+ * The events of the account's log in [since, until) that endpoint `ep` did not receive, after
+ * event id `after` (a recovery's cursor), in id order, `limit` at most (none: all of them). One
+ * is in the backlog when no delivery of it to `ep` is pending or succeeded, and either
+ *  - its fan-out delivery to `ep` failed or was skipped (re-queued in place), or
+ *  - it has none (it arrived while `ep` was disabled) and `ep` subscribes to it now — "*" the
+ *    resource types, an operational type when named, never the event about `ep` itself, nor an
+ *    event from before `ep` existed — or a resend of it to `ep` failed.
+ * Test events (POST /v1/webhooks/{id}/test) are not part of the log and never replayed.
+ */
+export function backlogSql(
+  ep: Pick<Endpoint, 'id' | 'accountId' | 'livemode' | 'events' | 'ordering' | 'createdAt'>,
+  range: { since: Date; until: Date; after: string | null },
+  limit?: number,
+): SQL {
+  const from = range.after ?? `evt_${encodeTime(range.since.getTime())}`;
+  const resent = (statuses: string[]) => sql`exists (
+      select 1 from webhooks.deliveries r
+       where r.event_id = ev.id and r.endpoint_id = ${ep.id} and r.origin = 'resend'
+         and r.status = any(${sql.param(statuses)}::text[]))`;
+  return sql`
+    select ev.id, ev.created_at, d.id as requeue,
+           ${ep.ordering === 'per_resource' ? sql`ev.payload` : sql`null::bytea`} as payload
+      from webhooks.events ev
+      left join webhooks.deliveries d
+        on d.event_id = ev.id and d.endpoint_id = ${ep.id} and d.origin = 'event'
+     where ev.account_id = ${ep.accountId} and ev.livemode = ${ep.livemode} and not ev.test
+       and ev.id > ${from} and ev.created_at >= ${range.since} and ev.created_at < ${range.until}
+       and not ${resent(['pending', 'succeeded'])}
+       and case when d.id is not null then d.status in ('failed', 'skipped')
+                else (ev.created_at >= ${ep.createdAt}
+                      and ${subscribedSql(sql`ev.type`, sql`${sql.param(ep.events)}::text[]`)}
+                      and ${aboutSql} is distinct from ${ep.id})
+                     or ${resent(['failed', 'skipped'])} end
+     ${limit !== undefined ? sql`order by ev.id limit ${limit}` : sql``}`;
+}
+
+/** How many events endpoint `ep`'s backlog in [since, until) holds now (a recovery's total). */
+async function backlogSize(
+  tx: Tx,
+  ep: Parameters<typeof backlogSql>[0],
+  since: Date,
+  until: Date,
+): Promise<number> {
+  const { rows } = await tx.execute<{ n: number }>(
+    sql`select count(*)::int as n from (${backlogSql(ep, { since, until, after: null })}) b`,
+  );
+  return rows[0]?.n ?? 0;
+}
+
 /**
  * Starts the recovery of endpoint `endpointId`: re-enables it if it is not enabled, and records
- * a replay of its deliveries of events since `since` that failed or were skipped. The replayer
- * queues them (wake it after commit).
+ * a replay of its backlog (backlogSql) from `since` to now: what failed or was skipped, and what
+ * arrived while it was disabled. The replayer queues them (wake it after commit).
  */
 export async function startRecovery(
   tx: Tx,
@@ -174,40 +243,29 @@ export async function startRecovery(
   }
   const endpoint =
     before.status === 'enabled' ? before : await enableEndpoint(tx, caller, endpointId, now, sink);
-  const total = await tx.execute<{ n: number }>(sql`
-    select count(*)::int as n from webhooks.deliveries
-     where endpoint_id = ${endpoint.id} and status in ('failed', 'skipped') and created_at >= ${since}`);
-  const replay = await insertReplay(tx, {
-    kind: 'recovery',
-    caller,
-    endpointId: endpoint.id,
-    since,
-    until: null,
-    type: null,
-    total: total.rows[0]?.n ?? 0,
-    now,
-  });
+  const replay = await recordRecovery(tx, endpoint, since, now);
   return { replay, endpoint, enabled: before.status !== 'enabled' };
 }
 
-/** Records a recovery for an endpoint already re-enabled (auto_recover's probe succeeded). */
+/**
+ * Records a recovery of `endpoint` (enabled) from `since` to now: by POST .../recover, or by
+ * auto_recover once its probe succeeded.
+ */
 export async function recordRecovery(
   tx: Tx,
   endpoint: Endpoint,
   since: Date,
   now = new Date(),
 ): Promise<Replay> {
-  const total = await tx.execute<{ n: number }>(sql`
-    select count(*)::int as n from webhooks.deliveries
-     where endpoint_id = ${endpoint.id} and status in ('failed', 'skipped') and created_at >= ${since}`);
   return insertReplay(tx, {
     kind: 'recovery',
     caller: { accountId: endpoint.accountId, livemode: endpoint.livemode },
     endpointId: endpoint.id,
     since,
-    until: null,
+    // Events after it began reach the endpoint (enabled now) by fan-out.
+    until: now,
     type: null,
-    total: total.rows[0]?.n ?? 0,
+    total: await backlogSize(tx, endpoint, since, now),
     now,
   });
 }

@@ -261,7 +261,7 @@ export declare type RecoverWebhookEndpointRequest = Message<"mcs.webhooks.v1.Rec
 
   /**
    * Required (checked by the service, after the endpoint, so another account's id is a 404):
-   * deliveries of events since then (ISO 8601) that failed or were skipped are sent again.
+   * events since then (ISO 8601) that the endpoint did not receive are sent to it.
    *
    * @generated from field: google.protobuf.Timestamp since = 2;
    */
@@ -331,7 +331,7 @@ export declare type ReplayCounts = Message<"mcs.webhooks.v1.ReplayCounts"> & {
 export declare const ReplayCountsSchema: GenMessage<ReplayCounts>;
 
 /**
- * A recovery: an endpoint's failed and skipped deliveries since a time, sent again.
+ * A recovery: the events since a time that an endpoint did not receive, sent to it.
  *
  * @generated from message mcs.webhooks.v1.WebhookRecovery
  */
@@ -359,7 +359,7 @@ export declare type WebhookRecovery = Message<"mcs.webhooks.v1.WebhookRecovery">
   status: ReplayStatus;
 
   /**
-   * Deliveries found to send again when it began.
+   * Events found to send when it began.
    *
    * @generated from field: int32 total = 5;
    */
@@ -1193,8 +1193,13 @@ export declare const WebhookEndpointService: GenService<{
     output: typeof WebhookEndpointStatsSchema;
   },
   /**
-   * Re-enables the endpoint if needed and sends again its deliveries of events since `since`
-   * that failed or were skipped, in the background; the answer (and GET of it) shows progress.
+   * Re-enables the endpoint if needed and sends it, in the background, every event of the account's
+   * log (GET /v1/events) from `since` until now that it did not receive: a delivery that failed or
+   * was skipped is sent again in place (its retry schedule starts over); an event that arrived
+   * while the endpoint was disabled gets a delivery, if the endpoint subscribes to its type now
+   * ("*": the resource types; an operational type only when named; never the event about the
+   * endpoint itself, nor one from before it was created). Events with a delivery pending or
+   * succeeded are not sent again. The answer (and GET of it) shows progress.
    *
    * @generated from rpc mcs.webhooks.v1.WebhookEndpointService.RecoverWebhookEndpoint
    */

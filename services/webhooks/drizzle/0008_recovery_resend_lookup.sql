@@ -1,0 +1,1 @@
+CREATE INDEX "deliveries_resend_idx" ON "webhooks"."deliveries" USING btree ("event_id","endpoint_id") WHERE "webhooks"."deliveries"."origin" = 'resend';
