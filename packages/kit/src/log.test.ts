@@ -24,6 +24,17 @@ describe('logs', () => {
     expect(text).not.toMatch(/sk_test_|whsec_|Bearer x|mcs_session|sk_live_/);
   });
 
+  it("never carry an earlier line's fields", () => {
+    const lines: string[] = [];
+    const log = createLogger('t', 'info', { write: (line: string) => void lines.push(line) });
+    log.warn({ requestId: 'req_1', path: '/v1/orders' }, 'first');
+    log.info({ service: 'commerce' }, 'second');
+    const second = JSON.parse(lines[1]!) as Record<string, unknown>;
+    expect(second).toMatchObject({ service: 'commerce', msg: 'second' });
+    expect(second).not.toHaveProperty('requestId');
+    expect(second).not.toHaveProperty('path');
+  });
+
   it('formats JSON lines readably for a terminal', () => {
     const line = JSON.stringify({
       level: 40,

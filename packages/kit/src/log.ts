@@ -8,8 +8,6 @@ import { activeTraceFields, tracing } from './tracing.ts';
 
 export type Logger = pino.Logger;
 
-const NONE = {};
-
 export function createLogger(
   name: string,
   level: string = process.env.LOG_LEVEL ?? 'info',
@@ -20,8 +18,10 @@ export function createLogger(
     name,
     level,
     base: { svc: name },
-    // Off unless tracing is configured: then the active span's ids (a lookup, no I/O).
-    mixin: () => (tracing.enabled ? activeTraceFields() : NONE),
+    // Off unless tracing is configured: then the active span's ids (a lookup, no I/O). A new
+    // object each time: pino merges the line's fields into what the mixin returns, so a shared
+    // one would carry every earlier line's fields (request ids, paths) into the lines after it.
+    mixin: () => (tracing.enabled ? activeTraceFields() : {}),
     redact: {
       paths: [
         'authorization',
