@@ -3,6 +3,7 @@
 import { create } from '@bufbuild/protobuf';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import type { Caller } from '@mcs/kit/caller';
+import type { Db } from '@mcs/kit/db';
 import { createLogger } from '@mcs/kit/log';
 import { commerce, events } from '@mcs/proto';
 import {
@@ -13,6 +14,8 @@ import {
   startReceiver,
 } from '@mcs/testkit';
 import { verifyWebhook } from '@mcs/webhook-verify';
+import { drizzle } from 'drizzle-orm/node-postgres';
+import type pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { migrateWebhooks } from '../db/migrate.ts';
 import { retryDelivery } from '../domain/deliveries.ts';
@@ -101,6 +104,18 @@ async function emit(caller: Caller, engine: Pick<Engine, 'leaseMs' | 'enqueue'>)
   const queued = await recordEvent(db.db, event, new Uint8Array(), engine.leaseMs);
   engine.enqueue(queued);
   return { event, queued };
+}
+
+/** A db whose claim statements take effect at once but answer `ms` later (a slow round trip). */
+function slowClaims(real: pg.Pool, ms: number) {
+  const pool = Object.create(real) as pg.Pool;
+  pool.query = (async (q: unknown, values?: unknown) => {
+    const result = await real.query(q as string, values as unknown[]);
+    const text = typeof q === 'string' ? q : (q as { text: string }).text;
+    if (text.includes('p.paused_until >')) await new Promise((res) => setTimeout(res, ms));
+    return result;
+  }) as pg.Pool['query'];
+  return drizzle(pool) as Db;
 }
 
 async function deliveryRow(id: string) {
@@ -448,6 +463,33 @@ describe('delivery engine', () => {
       endpoint.id,
     ]);
     expect(rows[0].rate_tat).toBeInstanceOf(Date);
+  });
+
+  it('holds a Retry-After pause for a delivery whose claim was under way when the pause committed', async () => {
+    const r = await receiver();
+    // The first attempt is answered 429 Retry-After: 1 after 300 ms; everything else 200.
+    r.reply = (_req, i) =>
+      i === 0 ? { status: 429, headers: { 'retry-after': '1' }, delayMs: 300 } : { status: 200 };
+    // Claims commit at once but come back 600 ms later: B's claim is done before A's answer and
+    // the pause it records, and its copy reaches the queue after both.
+    const engine = setup({ db: slowClaims(db.pool, 600), pollMs: 200 });
+    const { caller } = await endpointFor(r.url);
+    const a = await emit(caller, { enqueue: () => {}, leaseMs: engine.leaseMs });
+    const b = await emit(caller, { enqueue: () => {}, leaseMs: engine.leaseMs });
+    const bItem = b.queued[0]!;
+    // A starts from fan-out's target; B is claimed first (as the poller's or a replay's are).
+    engine.enqueue([
+      ...a.queued,
+      { deliveryId: bItem.deliveryId, endpointId: bItem.endpointId, lease: bItem.lease },
+    ]);
+    const got = await r.waitFor(3, 10_000);
+    const first = got[0]!;
+    expect(first.headers['webhook-id']).toBe(a.event.id);
+    const bAt = got.find((g) => g.headers['webhook-id'] === b.event.id)!.at;
+    // Not before the pause ends (300 ms answer + 1 s), though its claim predates the pause.
+    expect(bAt - first.at).toBeGreaterThanOrEqual(1_250);
+    await until(async () => (await deliveryRow(bItem.deliveryId)).status === 'succeeded');
+    expect((await deliveryRow(bItem.deliveryId)).attempts).toBe(1);
   });
 
   it('sends nothing for a claimed delivery whose lease another worker moved', async () => {

@@ -77,8 +77,11 @@ const MEMORY_QUEUE_CAP = 20_000;
 /** Waiting deliveries of one endpoint claimed by one statement at most. */
 const CLAIM_AHEAD = 32;
 
-/** A delivery waiting in memory; `claimed`: its lease and target come from this engine's claim. */
-type Waiting = QueuedDelivery & { claimed?: boolean };
+/**
+ * A delivery waiting in memory; `claimed`: its lease and target come from this engine's claim,
+ * whose statement began at pause epoch `epoch` (see `pauses`).
+ */
+type Waiting = QueuedDelivery & { claimed?: boolean; epoch?: number };
 
 export function createEngine(opts: EngineOptions): Engine {
   const { db, log } = opts;
@@ -111,6 +114,16 @@ export function createEngine(opts: EngineOptions): Engine {
    */
   const failing = new Set<string>();
   const limitOf = (endpointId: string) => (failing.has(endpointId) ? 1 : opts.perEndpoint);
+  /**
+   * Retry-After pauses this engine recorded (endpoint -> until, ms), each with the epoch at which
+   * it was noted. The pause's statement moved the endpoint's pending rows to its end, but a copy
+   * read before it committed — from fan-out, or a claim under way meanwhile — still holds a
+   * target: while the pause lasts, only a delivery claimed by a statement begun after the pause
+   * was noted (which saw it) may start; any other is claimed again first, and that claim moves
+   * it to the pause's end (or starts it, if the pause was lifted meanwhile: a re-enable).
+   */
+  const pauses = new Map<string, { until: number; epoch: number }>();
+  let epoch = 0;
   const timers = new Set<NodeJS.Timeout>();
   const inflight = new Set<Promise<void>>();
   let queued = 0;
@@ -247,12 +260,24 @@ export function createEngine(opts: EngineOptions): Engine {
     pump();
   }
 
+  /** Whether a Retry-After pause noted after `item`'s claim began holds it back (see `pauses`). */
+  function heldByPause(item: Waiting, now: number): boolean {
+    const p = pauses.get(item.endpointId);
+    if (!p) return false;
+    if (p.until <= now) {
+      pauses.delete(item.endpointId);
+      return false;
+    }
+    return !(item.claimed === true && item.epoch !== undefined && item.epoch >= p.epoch);
+  }
+
   /** Whether `item` may start without a claim (see the top of this file). */
   function startable(item: Waiting, now: number): item is Waiting & { target: AttemptTarget } {
     return (
       item.target !== undefined &&
       item.lease.getTime() - now >= startableMs &&
-      (item.claimed === true || !failing.has(item.endpointId))
+      (item.claimed === true || !failing.has(item.endpointId)) &&
+      !heldByPause(item, now)
     );
   }
 
@@ -332,6 +357,8 @@ export function createEngine(opts: EngineOptions): Engine {
 
   async function claimRows(items: Waiting[]): Promise<Waiting[]> {
     const now = clock();
+    const seen = epoch; // pauses noted so far: this statement sees them
+
     const lease = new Date(now.getTime() + leaseMs);
     const hold = new Date(now.getTime() + holdMs);
     // Outer joins: a delivery whose endpoint was deleted (or whose event row is missing) is
@@ -391,6 +418,7 @@ export function createEngine(opts: EngineOptions): Engine {
         endpointId: item.endpointId,
         lease,
         claimed: true,
+        epoch: seen,
         ...(item.trace ? { trace: item.trace } : {}),
         target: {
           eventId: row.event_id,
@@ -521,7 +549,11 @@ export function createEngine(opts: EngineOptions): Engine {
       opts.onNotify?.(item.endpointId, transition);
       if (transition !== 'warned') return;
     }
-    if (pausedUntil) dropWaiting(item.endpointId);
+    if (pausedUntil) {
+      const until = Math.max(pausedUntil.getTime(), pauses.get(item.endpointId)?.until ?? 0);
+      pauses.set(item.endpointId, { until, epoch: ++epoch });
+      dropWaiting(item.endpointId);
+    }
     const delay = next ? next.getTime() - clock().getTime() : Number.POSITIVE_INFINITY;
     if (next && delay < pollMs && !stopped) {
       // Too soon for the poller to notice in time: wait in memory (bounded by throughput).
