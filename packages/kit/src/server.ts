@@ -12,6 +12,7 @@ import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { apiError } from '@mcs/errors';
 import { grpcHealth } from '@mcs/proto';
 import { parseDuration } from './config.ts';
+import { createFastUnary } from './fast-unary.ts';
 import { addHealthService, type HealthOptions, type HealthState } from './health.ts';
 import type { Logger } from './log.ts';
 import { initMetrics, rpcMetrics, serveMetrics } from './metrics.ts';
@@ -71,16 +72,23 @@ export async function startConnectServer(opts: {
       [...services.map((s) => s.file), grpcHealth.file_grpc_health_v1_health],
     );
   };
-  const handler = connectNodeAdapter({
-    routes,
-    interceptors: [rpcMetrics(), ...(tracing.enabled ? [traceServer()] : []), ...(opts.interceptors ?? [])],
-  });
+  const interceptors = [
+    rpcMetrics(),
+    ...(tracing.enabled ? [traceServer()] : []),
+    ...(opts.interceptors ?? []),
+  ];
+  // Binary Connect unary calls over HTTP/2 (the gateway's) take the short path (kit/fast-unary);
+  // every other call, protocol and path goes through the adapter.
+  const fast = createFastUnary(interceptors);
+  const handler = connectNodeAdapter({ routes: fast.capture(routes), interceptors });
   if (!health) throw new Error('connectNodeAdapter did not build the routes');
   const healthState: HealthState = health;
   let closing = false;
 
   // HTTP/2: sessions are tracked so close() can send GOAWAY (in-flight streams still finish).
-  const h2 = http2.createServer(handler);
+  const h2 = http2.createServer((req, res) => {
+    if (!fast.serve(req, res)) handler(req, res);
+  });
   const sessions = new Set<http2.ServerHttp2Session>();
   h2.on('session', (s) => {
     sessions.add(s);

@@ -27,6 +27,8 @@ export function serviceSignature(secret: string, body: string): string {
 
 /** Standard Webhooks `webhook-signature`: key = base64-decoded part after `whsec_`. */
 export function standardSignature(secret: string, msgId: string, timestamp: number, body: string): string {
-  const mac = createHmac('sha256', keysOf(secret).standard).update(`${msgId}.${timestamp}.${body}`, 'utf8').digest('base64');
+  const mac = createHmac('sha256', keysOf(secret).standard)
+    .update(`${msgId}.${timestamp}.${body}`, 'utf8')
+    .digest('base64');
   return `v1,${mac}`;
 }
