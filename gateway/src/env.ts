@@ -11,8 +11,11 @@ const schema = baseEnvSchema.extend({
    * cannot be reached does each replica allow rate/N per account on its own.
    */
   RATE_LIMIT_REPLICAS: z.coerce.number().int().min(1).default(1),
-  /** How the gateway calls the services: Connect over HTTP/2 or over HTTP/1.1 keep-alive. */
-  SERVICE_TRANSPORT: z.enum(['http1', 'http2']).default('http2'),
+  /**
+   * How the gateway calls the services: Connect over HTTP/2 (unary calls on the gateway's lean
+   * transport), over connect-node's HTTP/2 transport, or over HTTP/1.1 keep-alive.
+   */
+  SERVICE_TRANSPORT: z.enum(['http1', 'http2', 'connect-node']).default('http2'),
   /** Port of the gateway's Prometheus /metrics (on SERVICE_HOST); default PORT + 5, 0 turns it off. */
   METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   /** Fault injection for crash tests only (see http.ts). */

@@ -21,6 +21,7 @@ import { createListen } from './listen.ts';
 import { buildOpenApi } from './openapi.ts';
 import { createPgTokenStore, createSharedRateLimiter } from './rate-limit.ts';
 import { buildRoutes, createMatcher, type Route } from './routes.ts';
+import { createUnaryTransport } from './transport.ts';
 
 const env = loadEnv();
 const log = createLogger('gateway', env.LOG_LEVEL);
@@ -41,21 +42,34 @@ await runProcess(log, async () => {
   // The hop to the services: Connect, binary. HTTP/2 (default) multiplexes the calls on one
   // connection per service and costs the least CPU per call once calls overlap, which is what
   // counts on a busy box (pnpm bench ingest: gateway 0.39 ms of CPU per keyed order vs 0.54–0.59
-  // over HTTP/1.1). HTTP/1.1 keep-alive answers a lone call a little sooner and wins on idle cores
-  // (test/bench/transport.ts); SERVICE_TRANSPORT=http1 picks it. Services serve both on one port.
+  // over HTTP/1.1). Its unary calls go through the gateway's own lean transport (transport.ts),
+  // which cuts connect-node's per-call machinery; SERVICE_TRANSPORT=connect-node uses
+  // connect-node's HTTP/2 transport for every call instead, SERVICE_TRANSPORT=http1 its HTTP/1.1
+  // keep-alive one, which answers a lone call a little sooner on idle cores
+  // (test/bench/transport.ts). Services serve all of them on one port.
   const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
   const transports = new Map<ServiceName, Transport>(
-    SERVICES.map((name) => [
-      name,
-      env.SERVICE_TRANSPORT === 'http1'
-        ? createConnectTransport({
+    SERVICES.map((name) => {
+      if (env.SERVICE_TRANSPORT === 'http1')
+        return [
+          name,
+          createConnectTransport({
             baseUrl: serviceUrl(name),
             httpVersion: '1.1',
             useBinaryFormat: true,
             nodeOptions: { agent },
-          })
-        : createConnectTransport({ baseUrl: serviceUrl(name), httpVersion: '2', useBinaryFormat: true }),
-    ]),
+          }),
+        ];
+      const h2 = createConnectTransport({
+        baseUrl: serviceUrl(name),
+        httpVersion: '2',
+        useBinaryFormat: true,
+      });
+      return [
+        name,
+        env.SERVICE_TRANSPORT === 'connect-node' ? h2 : createUnaryTransport(serviceUrl(name), h2),
+      ];
+    }),
   );
   const routes = buildRoutes();
   const clients = new Map<string, Record<string, UnaryCall>>();
