@@ -28,6 +28,7 @@ import { newId } from '@mcs/kit/ids';
 import { createLogger } from '@mcs/kit/log';
 import { errorLogger, startConnectServer } from '@mcs/kit/server';
 import { commerce } from '@mcs/proto';
+import { createUnaryTransport } from '../../gateway/src/transport.ts';
 
 // ---------------------------------------------------------------------------------------------
 // The call: what the gateway sends for POST /v1/orders, and what commerce answers.
@@ -121,7 +122,7 @@ const keepAliveAgent = () => new http.Agent({ keepAlive: true, maxSockets: 256 }
 const CANDIDATES: Candidate[] = [
   {
     name: 'connect-h2',
-    label: 'Connect, HTTP/2 (before)',
+    label: 'Connect, HTTP/2, connect-node',
     server: 'kit',
     client: (port) =>
       connectCaller(
@@ -144,6 +145,17 @@ const CANDIDATES: Candidate[] = [
           useBinaryFormat: true,
         }),
       ),
+  },
+  {
+    name: 'lean-h2',
+    label: "Connect, HTTP/2, the gateway's lean unary transport",
+    server: 'kit',
+    client: (port) => {
+      const baseUrl = `http://127.0.0.1:${port}`;
+      return connectCaller(
+        createUnaryTransport(baseUrl, createConnectTransport({ baseUrl, httpVersion: '2' })),
+      );
+    },
   },
   {
     name: 'connect-h1',
