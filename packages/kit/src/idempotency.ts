@@ -342,12 +342,14 @@ function statementOf(table: PgTable, keys: IdempotencyTable | undefined, outbox:
     const vals = cols.map((c, i) => `$${first + i}::${c.getSQLType()}`).join(', ');
     const ev = first + cols.length;
     const eventCte = outbox
-      ? `, e as (insert into ${qualified(outbox)} (event_id, type, payload) select $${ev}::text, $${ev + 1}::text, $${ev + 2}::bytea from o)`
+      ? `, e as (insert into ${qualified(outbox)} (event_id, type, payload) select $${ev}::text, $${ev + 1}::text, $${ev + 2}::bytea from o returning seq)`
       : '';
+    // The event's outbox seq (kit/outbox OutboxRow.outboxSeq), for the relay to publish with it.
+    const seq = outbox ? ', (select seq::text from e) as seq' : '';
     const t = qualified(table);
     let text: string;
     if (!keys) {
-      text = `with o as (insert into ${t} (${names}) values (${vals}) returning 1)${eventCte} select true as inserted`;
+      text = `with o as (insert into ${t} (${names}) values (${vals}) returning 1)${eventCte} select true as inserted${seq}`;
     } else {
       const k = qualified(keys);
       text = `with k as (
@@ -358,7 +360,7 @@ function statementOf(table: PgTable, keys: IdempotencyTable | undefined, outbox:
     where k.created_at < $7
   returning 1
 ), o as (insert into ${t} (${names}) select ${vals} where exists (select 1 from k) returning 1)${eventCte}
-select exists (select 1 from o) as inserted, p.fingerprint, p.response
+select exists (select 1 from o) as inserted, p.fingerprint, p.response${seq}
   from (select 1) one left join ${k} p
     on p.account_id = $1 and p.livemode = $2 and p.key_hash = $3 and p.created_at >= $7`;
     }
@@ -418,10 +420,14 @@ export async function insertOnce<V extends Record<string, unknown>>(
     inserted: boolean;
     fingerprint?: string | null;
     response?: Buffer | null;
+    seq?: string | null;
   }>({ name: st.name, text: st.text, values: params });
   const row = rows[0];
   if (row?.inserted) {
-    if (entry) eventWritten(db, entry.row);
+    if (entry) {
+      if (row.seq) entry.row.outboxSeq = row.seq;
+      eventWritten(db, entry.row);
+    }
     return { event: entry && { id: entry.row.eventId, type: entry.row.type, payload: entry.row.payload } };
   }
   throw new KeyTaken(

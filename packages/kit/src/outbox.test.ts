@@ -16,6 +16,7 @@ import {
   appendEvent,
   insertWithEvent,
   type NewEvent,
+  OUTBOX_SEQ_HEADER,
   outboxEntry,
   outboxTable,
   type Relay,
@@ -130,6 +131,11 @@ function newEvent(): NewEvent {
 
 /** Event ids in the stream, in stream order (every message, repeats included). */
 async function streamEventIds(): Promise<string[]> {
+  return (await streamMessages()).map((m) => m.id);
+}
+
+/** The stream's messages in stream order: event id and the outbox seq header. */
+async function streamMessages(): Promise<Array<{ id: string; seq: string | undefined }>> {
   const jsm = await nc.jetstreamManager();
   const info = await jsm.streams.info(names.stream);
   const total = info.state.messages;
@@ -142,10 +148,13 @@ async function streamEventIds(): Promise<string[]> {
     inactive_threshold: 5_000_000_000,
   });
   const consumer = await nc.jetstream().consumers.get(names.stream, name);
-  const ids: string[] = [];
+  const ids: Array<{ id: string; seq: string | undefined }> = [];
   const batch = await consumer.fetch({ max_messages: total, expires: 2_000 });
   for await (const m of batch) {
-    ids.push(fromBinary(events.EventSchema, m.data).id);
+    ids.push({
+      id: fromBinary(events.EventSchema, m.data).id,
+      seq: m.headers?.get(OUTBOX_SEQ_HEADER) || undefined,
+    });
     if (ids.length === total) break;
   }
   return ids;
@@ -188,6 +197,44 @@ describe('outbox relay', () => {
     const own = statements.filter((st) => !st.text.startsWith('select 1 from'));
     expect(own.map((st) => st.text)).toEqual([expect.stringMatching(/^delete from .* = any/)]);
     expect(own[0]!.values).toEqual([expect.arrayContaining(ids)]);
+  });
+
+  it('publishes every event with its outbox seq, by each way out, increasing in commit order', async () => {
+    const r = relay({ minAgeMs: 0, pollMs: 50 });
+    const before = (await streamStart()).state.messages;
+    const ids: string[] = [];
+    // From memory: transaction() and insertWithEvent.
+    ids.push(
+      await r.publishAfter(() =>
+        transaction(database.db, async (tx) => (await appendEvent(tx, outbox, newEvent())).id),
+      ),
+    );
+    const made = newEvent();
+    await r.publishAfter(() =>
+      insertWithEvent(database.db, things, { id: `thing_${n}` }, { outbox, of: () => made }),
+    );
+    // Its event id is made inside insertWithEvent: read it from the stream.
+    const two = await until(async () => {
+      const all = (await streamMessages()).slice(before);
+      return all.length >= 2 && all;
+    });
+    ids.push(two[1]!.id);
+    // Read back (a plain db.transaction), then the poll (written outside publishAfter).
+    ids.push(
+      await r.publishAfter(() =>
+        database.db.transaction(async (tx) => (await appendEvent(tx, outbox, newEvent())).id),
+      ),
+    );
+    ids.push((await appendEvent(database.db, outbox, newEvent())).id);
+    const got = await until(async () => {
+      const all = (await streamMessages()).slice(before);
+      return all.length >= 4 && all;
+    });
+    expect(got.map((m) => m.id)).toEqual(ids);
+    const seqs = got.map((m) => Number(m.seq));
+    expect(seqs.every((q) => Number.isInteger(q) && q > 0)).toBe(true);
+    expect([...seqs].sort((a, b) => a - b)).toEqual(seqs);
+    expect(new Set(seqs).size).toBe(4);
   });
 
   it('publishes nothing for a transaction() that rolled back inside a write that went on', async () => {

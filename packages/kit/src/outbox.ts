@@ -93,11 +93,27 @@ export interface NewEvent {
   createdAtMs?: number;
 }
 
+/**
+ * The JetStream header carrying an event's outbox `seq`: the order in which the changes of one
+ * resource committed (see OutboxRow.outboxSeq). The webhooks service orders per_resource deliveries by it.
+ */
+export const OUTBOX_SEQ_HEADER = 'Mcs-Outbox-Seq';
+
 /** An outbox row as the relay publishes it: the event id, its REST type name and the proto bytes. */
 export interface OutboxRow {
   eventId: string;
   type: string;
   payload: Uint8Array;
+  /**
+   * The row's `seq` (bigserial), when the statement that wrote it returned it; published in the
+   * OUTBOX_SEQ_HEADER. The events of one resource are written under that resource's row lock,
+   * each in the transaction that changed it, so their seqs (drawn by the insert, after the lock,
+   * from a sequence without cache) increase in the order the changes committed: a later change
+   * waits for the lock until the earlier one committed. Not the event id (made from the
+   * writer's clock: replicas' clocks differ) nor the JetStream stream sequence (the fast path
+   * and the poll of several replicas publish in any order).
+   */
+  outboxSeq?: string;
 }
 
 /** The event of `input` and its outbox row, built in JS: id and time are known before any write. */
@@ -176,7 +192,8 @@ export async function transaction<T>(db: Tx, fn: (tx: Tx) => Promise<T>): Promis
 /** Writes an event in the caller's transaction; it is published once that transaction commits. */
 export async function appendEvent(tx: Tx, table: OutboxTable, input: NewEvent): Promise<events.Event> {
   const { event, row } = outboxEntry(input);
-  await tx.insert(table).values(row);
+  const [written] = await tx.insert(table).values(row).returning({ seq: table.seq });
+  if (written) row.outboxSeq = String(written.seq);
   eventWritten(tx, row);
   return event;
 }
@@ -213,14 +230,20 @@ export async function insertWithEvent<T extends PgTable, V extends T['$inferInse
   const o = db.$with('o').as(insert);
   const cols = [outbox.eventId, outbox.type, outbox.payload].map((c) => sql.identifier(c.name));
   const e = db
-    .$with('e', {})
+    .$with('e', { seq: sql<string>`seq`.mapWith(String).as('seq') })
     .as(
-      sql`insert into ${outbox} (${sql.join(cols, sql`, `)}) select ${row.eventId}::text, ${row.type}::text, ${Buffer.from(row.payload.buffer, row.payload.byteOffset, row.payload.byteLength)}::bytea from ${o}`,
+      sql`insert into ${outbox} (${sql.join(cols, sql`, `)}) select ${row.eventId}::text, ${row.type}::text, ${Buffer.from(row.payload.buffer, row.payload.byteOffset, row.payload.byteLength)}::bytea from ${o} returning seq::text as seq`,
     );
-  const rows = await db.with(o, e).select().from(o);
+  const rows = (await db.with(o, e).select().from(o).leftJoin(e, sql`true`)) as unknown as Array<
+    Record<string, { seq?: string | null } | T['$inferSelect']>
+  >;
+  const first = rows[0];
   // Written only if the insert took: a conflict writes neither row nor event.
-  if (rows[0] !== undefined) eventWritten(db, row);
-  return rows[0] as T['$inferSelect'] | undefined;
+  if (first === undefined) return undefined;
+  const seq = (first.e as { seq?: string | null } | null)?.seq;
+  if (seq) row.outboxSeq = seq;
+  eventWritten(db, row);
+  return first.o as T['$inferSelect'];
 }
 
 export interface RelayOptions {
@@ -386,10 +409,14 @@ export function startRelay(opts: RelayOptions): Relay {
           )
         : undefined;
       let h: ReturnType<typeof natsHeaders> | undefined;
+      if (row.outboxSeq !== undefined) {
+        h = natsHeaders();
+        h.set(OUTBOX_SEQ_HEADER, row.outboxSeq);
+      }
       if (span && parent) {
         const carrier: Record<string, string> = {};
         injectHeaders(carrier, trace.setSpan(parent, span));
-        h = natsHeaders();
+        h ??= natsHeaders();
         for (const [k, v] of Object.entries(carrier)) h.set(k, v);
       }
       const p = js
@@ -459,9 +486,15 @@ export function startRelay(opts: RelayOptions): Relay {
       );
       if (rows.length > 0) {
         await Promise.all(
-          rows.map((r) =>
-            js.publish(names.subject(r.type), r.payload, { msgID: r.event_id, timeout: 5_000 }),
-          ),
+          rows.map((r) => {
+            const h = natsHeaders();
+            h.set(OUTBOX_SEQ_HEADER, String(r.seq));
+            return js.publish(names.subject(r.type), r.payload, {
+              msgID: r.event_id,
+              timeout: 5_000,
+              headers: h,
+            });
+          }),
         );
         await client.query(`delete from ${table} where seq = any($1::bigint[])`, [rows.map((r) => r.seq)]);
       }
