@@ -5,6 +5,7 @@ import { fromBinary } from '@bufbuild/protobuf';
 import type { Db } from '@mcs/kit/db';
 import type { Logger } from '@mcs/kit/log';
 import { eventConsumerConfig, type StreamNames } from '@mcs/kit/nats';
+import { OUTBOX_SEQ_HEADER } from '@mcs/kit/outbox';
 import {
   type Context,
   endSpan,
@@ -62,6 +63,12 @@ function startSpans(messages: JsMsg[], incoming: IncomingEvent[]): Map<string, {
   return spans;
 }
 
+/** The message's outbox seq (per_resource ordering, domain/fanout.ts), if it carries a valid one. */
+function seqOf(m: JsMsg): string | null {
+  const v = m.headers?.get(OUTBOX_SEQ_HEADER);
+  return v && /^[1-9][0-9]{0,17}$/.test(v) ? v : null;
+}
+
 export async function startConsumer(opts: ConsumerOptions): Promise<{ stop(): Promise<void> }> {
   const { nc, names, log } = opts;
   const durable = eventConsumerConfig(names).durable_name;
@@ -89,7 +96,11 @@ export async function startConsumer(opts: ConsumerOptions): Promise<{ stop(): Pr
     const messages: JsMsg[] = [];
     for (const m of batch) {
       try {
-        incoming.push({ event: fromBinary(events.EventSchema, m.data), payload: m.data });
+        incoming.push({
+          event: fromBinary(events.EventSchema, m.data),
+          payload: m.data,
+          seq: seqOf(m),
+        });
         messages.push(m);
       } catch (err) {
         log.error({ err, seq: m.seq }, 'undecodable event, terminating it');

@@ -6,7 +6,7 @@
 import { idempotencyTable } from '@mcs/kit/idempotency';
 import { bytea } from '@mcs/kit/outbox';
 import { sql } from 'drizzle-orm';
-import { boolean, index, integer, pgSchema, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { bigint, boolean, index, integer, pgSchema, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 
 export const webhooks = pgSchema('webhooks');
 
@@ -16,7 +16,7 @@ const ts = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' 
 
 export type EndpointStatus = 'enabled' | 'unhealthy' | 'disabled';
 export type DisabledReason = 'gone' | 'manual';
-/** per_resource: events of one resource are delivered one at a time, in order (delivery/ordering.ts). */
+/** per_resource: events of one resource are delivered one at a time, in order (delivery/engine.ts). */
 export type Ordering = 'none' | 'per_resource';
 
 export const endpoints = webhooks.table(
@@ -123,6 +123,20 @@ export const deliveries = webhooks.table(
      * resource; null otherwise (the unordered path never looks at it).
      */
     orderingKey: text('ordering_key'),
+    /**
+     * With ordering_key: the event's outbox seq in the service that wrote it (kit/outbox
+     * OutboxRow.outboxSeq), i.e. the order in which the resource's changes committed. Deliveries
+     * of one endpoint and resource go in this order.
+     */
+    orderingSeq: bigint('ordering_seq', { mode: 'number' }),
+    /**
+     * With ordering_key: the lease its engine's claim took for an attempt. The attempt is in
+     * flight while this equals next_attempt_at and is in the future (recording the attempt moves
+     * next_attempt_at), and no other delivery of its resource starts meanwhile.
+     */
+    orderingLease: ts('ordering_lease'),
+    /** With ordering_key: held back by the claim behind another delivery of its resource (engine release()). */
+    orderingHeld: boolean('ordering_held').notNull().default(false),
     /** The recovery or bulk resend that last (re)queued it, for that job's progress counts. */
     replayId: text('replay_id'),
     createdAt: ts('created_at').notNull(),
@@ -138,7 +152,7 @@ export const deliveries = webhooks.table(
     index('deliveries_due_idx').on(t.nextAttemptAt).where(sql`${t.status} = 'pending'`),
     index('deliveries_endpoint_idx').on(t.endpointId, t.id),
     index('deliveries_ordering_idx')
-      .on(t.endpointId, t.orderingKey, t.eventId)
+      .on(t.endpointId, t.orderingKey, t.orderingSeq)
       .where(sql`${t.status} = 'pending' and ${t.orderingKey} is not null`),
     index('deliveries_replay_idx').on(t.replayId).where(sql`${t.replayId} is not null`),
   ],

@@ -237,6 +237,7 @@ export function createEngine(opts: EngineOptions): Engine {
     for (const item of items) {
       const known = waitingById.get(item.deliveryId);
       if (known) {
+        if (item.ordered) known.ordered = true;
         // A later claim of the row wrote a later lease: the latest is the one the row holds.
         // What was read with the older one is claimed again before the attempt.
         if (item.lease > known.lease) {
@@ -355,60 +356,73 @@ export function createEngine(opts: EngineOptions): Engine {
     inflight.add(p);
   }
 
+  /** The columns a claim reads back, and the target they make. */
+  type ClaimedRow = {
+    id: string;
+    attempts: number;
+    schedule_start: number;
+    event_id: string;
+    ordering_key: string | null;
+    paused: boolean;
+    url: string | null;
+    secret_sealed: Buffer | null;
+    endpoint_status: string | null;
+    max_rate: number | null;
+    body: string | null;
+  };
+
+  /**
+   * Claims `items`: moves each lease forward if it is still the one known, and reads each
+   * target. Unordered deliveries take one statement; those with an ordering key (known from
+   * fan-out, release or the poller, or found by that statement) are claimed by claimOrdered.
+   */
   async function claimRows(items: Waiting[]): Promise<Waiting[]> {
     const now = clock();
     const seen = epoch; // pauses noted so far: this statement sees them
 
     const lease = new Date(now.getTime() + leaseMs);
-    const hold = new Date(now.getTime() + holdMs);
-    // Outer joins: a delivery whose endpoint was deleted (or whose event row is missing) is
-    // still claimed, and then skipped rather than left pending for the poller forever. One of
-    // an endpoint paused by a Retry-After is moved to the pause's end instead (not claimed).
-    const { rows } = await db.execute<{
-      id: string;
-      attempts: number;
-      schedule_start: number;
-      event_id: string;
-      ordering_key: string | null;
-      paused: boolean;
-      url: string | null;
-      secret_sealed: Buffer | null;
-      endpoint_status: string | null;
-      max_rate: number | null;
-      body: string | null;
-    }>(sql`
-      with input as (
-        select * from unnest(${sql.param(items.map((i) => i.deliveryId))}::text[],
-                             ${sql.param(items.map((i) => i.lease))}::timestamptz[]) as t(id, lease)
-      ), c as (
-        update webhooks.deliveries d
-           set next_attempt_at = case
-                 -- per_resource: an earlier event of its resource still pending at this endpoint
-                 -- holds it back (released when that one is recorded; rechecked after HOLD).
-                 when d.ordering_key is not null and exists (
-                   select 1 from webhooks.deliveries o
-                    where o.endpoint_id = d.endpoint_id and o.ordering_key = d.ordering_key
-                      and o.status = 'pending' and o.event_id < d.event_id)
-                 then ${hold}::timestamptz
-                 else coalesce(
+    const ordered = items.filter((i) => i.ordered);
+    const rest = ordered.length === 0 ? items : items.filter((i) => !i.ordered);
+    let rows: ClaimedRow[] = [];
+    if (rest.length > 0) {
+      // Outer joins: a delivery whose endpoint was deleted (or whose event row is missing) is
+      // still claimed, and then skipped rather than left pending for the poller forever. One of
+      // an endpoint paused by a Retry-After is moved to the pause's end instead (not claimed).
+      // One with an ordering key is left as it is and named: claimOrdered takes it.
+      const result = await db.execute<ClaimedRow & { keyed: boolean }>(sql`
+        with input as (
+          select * from unnest(${sql.param(rest.map((i) => i.deliveryId))}::text[],
+                               ${sql.param(rest.map((i) => i.lease))}::timestamptz[]) as t(id, lease)
+        ), c as (
+          update webhooks.deliveries d
+             set next_attempt_at = coalesce(
                    (select p.paused_until from webhooks.endpoints p
                      where p.id = d.endpoint_id and p.paused_until > ${now}::timestamptz), ${lease}::timestamptz)
-                 end
-          from input i
-         where d.id = i.id and d.status = 'pending' and d.next_attempt_at = i.lease
-        returning d.id, d.attempts, d.schedule_start, d.endpoint_id, d.event_id, d.ordering_key,
-                  d.next_attempt_at <> ${lease}::timestamptz as paused)
-      select c.id, c.attempts, c.schedule_start, c.event_id, c.ordering_key, c.paused, e.url, e.secret_sealed,
-             e.status as endpoint_status, e.max_rate, ev.body
-        from c left join webhooks.endpoints e on e.id = c.endpoint_id
-               left join webhooks.events ev on ev.id = c.event_id`);
+            from input i
+           where d.id = i.id and d.status = 'pending' and d.next_attempt_at = i.lease
+             and d.ordering_key is null
+          returning d.id, d.attempts, d.schedule_start, d.endpoint_id, d.event_id,
+                    d.next_attempt_at <> ${lease}::timestamptz as paused)
+        select c.id, c.attempts, c.schedule_start, c.event_id, null as ordering_key, c.paused, e.url,
+               e.secret_sealed, e.status as endpoint_status, e.max_rate, ev.body, false as keyed
+          from c left join webhooks.endpoints e on e.id = c.endpoint_id
+                 left join webhooks.events ev on ev.id = c.event_id
+        union all
+        select d.id, 0, 0, d.event_id, d.ordering_key, false, null, null, null, null, null, true
+          from webhooks.deliveries d join input i on i.id = d.id
+         where d.ordering_key is not null and d.status = 'pending' and d.next_attempt_at = i.lease`);
+      const keyed = new Set(result.rows.filter((r) => r.keyed).map((r) => r.id));
+      rows = result.rows.filter((r) => !r.keyed);
+      if (keyed.size > 0) for (const i of rest) if (keyed.has(i.deliveryId)) ordered.push(i);
+    }
+    if (ordered.length > 0) rows = rows.concat(await claimOrdered(ordered, now, lease));
     const byId = new Map(rows.map((r) => [r.id, r]));
     const claimed: Waiting[] = [];
     const skip: string[] = [];
     for (const item of items) {
       const row = byId.get(item.deliveryId);
       if (!row) continue; // someone else holds it now, or it is no longer pending
-      if (row.paused) continue; // due when the pause ends: the poller takes it then
+      if (row.paused) continue; // held back, or due when the pause ends: released or polled then
       if (row.endpoint_status !== 'enabled' || row.url === null || row.body === null || !row.secret_sealed) {
         skip.push(item.deliveryId);
         continue;
@@ -438,6 +452,65 @@ export function createEngine(opts: EngineOptions): Engine {
          where id = any(${sql.param(skip)}::text[]) and status = 'pending'`);
     }
     return claimed;
+  }
+
+  /**
+   * per_resource: claims deliveries that have an ordering key, by the ordering rule, across
+   * processes. A delivery is held back (ordering_held, its next_attempt_at a HOLD ahead) while
+   * another delivery of its endpoint and resource is pending with a lower seq (an earlier
+   * change not yet succeeded nor given up), or is in flight (its ordering_lease is its
+   * next_attempt_at, still ahead: claimed for an attempt not yet recorded). Otherwise it is
+   * claimed, and its lease is written to ordering_lease too, which holds the others back.
+   *
+   * So that two claims of one resource (two replicas, or a claim racing a fresh earlier event)
+   * cannot both pass, the claims of a resource are serialized: a transaction takes an advisory
+   * lock per (endpoint, resource) first, in a fixed order (no deadlock between claims), and the
+   * claim statement runs after, on a snapshot that sees every claim made before it. Unordered
+   * deliveries never come here.
+   */
+  async function claimOrdered(items: Waiting[], now: Date, lease: Date): Promise<ClaimedRow[]> {
+    const hold = new Date(now.getTime() + holdMs);
+    const ids = sql.param(items.map((i) => i.deliveryId));
+    return db.transaction(async (tx) => {
+      await tx.execute(sql`
+        select pg_advisory_xact_lock(k.h)
+          from (select distinct hashtextextended(endpoint_id || ' ' || ordering_key, 0) as h
+                  from webhooks.deliveries
+                 where id = any(${ids}::text[]) and ordering_key is not null
+                 order by 1) k`);
+      const { rows } = await tx.execute<ClaimedRow>(sql`
+        with input as (
+          select * from unnest(${ids}::text[], ${sql.param(items.map((i) => i.lease))}::timestamptz[]) as t(id, lease)
+        ), s as (
+          select d.id,
+                 exists (
+                   select 1 from webhooks.deliveries o
+                    where o.endpoint_id = d.endpoint_id and o.ordering_key = d.ordering_key
+                      and o.status = 'pending' and o.id <> d.id
+                      and (o.ordering_seq < d.ordering_seq
+                           or (o.ordering_lease = o.next_attempt_at and o.ordering_lease > ${now}::timestamptz))
+                 ) as held,
+                 (select p.paused_until from webhooks.endpoints p
+                   where p.id = d.endpoint_id and p.paused_until > ${now}::timestamptz) as paused_until
+            from webhooks.deliveries d join input i on i.id = d.id
+           where d.status = 'pending' and d.next_attempt_at = i.lease and d.ordering_key is not null
+        ), c as (
+          update webhooks.deliveries d
+             set next_attempt_at = case when s.held then ${hold}::timestamptz
+                                        else coalesce(s.paused_until, ${lease}::timestamptz) end,
+                 ordering_held = s.held,
+                 ordering_lease = case when s.held or s.paused_until is not null then null
+                                       else ${lease}::timestamptz end
+            from s, input i
+           where d.id = s.id and i.id = d.id and d.status = 'pending' and d.next_attempt_at = i.lease
+          returning d.id, d.attempts, d.schedule_start, d.endpoint_id, d.event_id, d.ordering_key,
+                    d.next_attempt_at <> ${lease}::timestamptz as paused)
+        select c.id, c.attempts, c.schedule_start, c.event_id, c.ordering_key, c.paused, e.url,
+               e.secret_sealed, e.status as endpoint_status, e.max_rate, ev.body
+          from c left join webhooks.endpoints e on e.id = c.endpoint_id
+                 left join webhooks.events ev on ev.id = c.event_id`);
+      return rows;
+    });
   }
 
   function start(item: Waiting, target: AttemptTarget): void {
@@ -526,7 +599,7 @@ export function createEngine(opts: EngineOptions): Engine {
       countOutcome('succeeded');
       failing.delete(item.endpointId);
       if (target.orderingKey) {
-        // Ordered: recorded now, then the next event of its resource goes.
+        // Ordered: recorded now, then the next change of its resource goes.
         await recordAttempt(db, policy, attempted, clock());
         await release(item.endpointId, target.orderingKey);
         return;
@@ -544,6 +617,9 @@ export function createEngine(opts: EngineOptions): Engine {
     } = await recordAttempt(db, policy, attempted, clock());
     countOutcome(next ? 'retrying' : 'failed');
     if (events.length > 0) enqueue(events);
+    // Ordered: an earlier change of its resource that arrived while this one was in flight
+    // goes now, before this one's retry.
+    if (target.orderingKey && next) await release(item.endpointId, target.orderingKey);
     if (transition) {
       log.warn({ endpoint: item.endpointId, transition }, 'endpoint health changed');
       opts.onNotify?.(item.endpointId, transition);
@@ -560,7 +636,11 @@ export function createEngine(opts: EngineOptions): Engine {
       const t = setTimeout(
         () => {
           timers.delete(t);
-          enqueue([{ deliveryId: item.deliveryId, endpointId: item.endpointId, lease: next }]);
+          enqueue([
+            target.orderingKey
+              ? { deliveryId: item.deliveryId, endpointId: item.endpointId, lease: next, ordered: true }
+              : { deliveryId: item.deliveryId, endpointId: item.endpointId, lease: next },
+          ]);
         },
         Math.max(0, delay),
       );
@@ -569,35 +649,48 @@ export function createEngine(opts: EngineOptions): Engine {
   }
 
   /**
-   * per_resource: after a delivery of resource `key` to `endpointId` was recorded, the next
-   * pending one of that resource (the earliest event) is held (its next_attempt_at a HOLD
-   * ahead, past any lease): give it a lease and queue it. Its claim checks the order again. Lost
-   * (a crash here), the held delivery is rechecked by the poller once its hold runs out.
+   * per_resource: after an attempt of a delivery of resource `key` to `endpointId` was recorded,
+   * the first pending delivery of that resource (lowest seq), if held back, gets a lease and is
+   * queued; its claim checks the rule again. Lost (a crash here), the held delivery is rechecked
+   * by the poller once its hold runs out.
    */
   async function release(endpointId: string, key: string): Promise<void> {
     const now = clock();
     const lease = new Date(now.getTime() + leaseMs);
-    const { rows } = await db.execute<{ id: string }>(sql`
-      update webhooks.deliveries set next_attempt_at = ${lease}
-       where id = (select id from webhooks.deliveries
-                    where endpoint_id = ${endpointId} and ordering_key = ${key} and status = 'pending'
-                    order by event_id limit 1)
-         and status = 'pending' and next_attempt_at > ${lease}::timestamptz
-      returning id`);
-    if (rows.length > 0) enqueue(rows.map((r) => ({ deliveryId: r.id, endpointId, lease })));
+    // Under the resource's claim lock (claimOrdered): a claim that is deciding to hold the next
+    // delivery back on a snapshot from before this attempt was recorded has committed that hold
+    // when this looks, so the hold is never missed (it would wait a whole HOLD).
+    const rows = await db.transaction(async (tx) => {
+      await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`${endpointId} ${key}`}, 0))`);
+      const { rows } = await tx.execute<{ id: string }>(sql`
+        update webhooks.deliveries set next_attempt_at = ${lease}, ordering_held = false
+         where id = (select id from webhooks.deliveries
+                      where endpoint_id = ${endpointId} and ordering_key = ${key} and status = 'pending'
+                      order by ordering_seq limit 1)
+           and status = 'pending' and ordering_held
+        returning id`);
+      return rows;
+    });
+    if (rows.length > 0) enqueue(rows.map((r) => ({ deliveryId: r.id, endpointId, lease, ordered: true })));
   }
 
   async function poll(): Promise<number> {
     if (stopped || queued >= MEMORY_QUEUE_CAP / 2) return 0;
     const now = clock();
     const lease = new Date(now.getTime() + leaseMs);
-    const claimed = await db.execute<{ id: string; endpoint_id: string }>(sql`
+    const claimed = await db.execute<{ id: string; endpoint_id: string; ordered: boolean }>(sql`
       update webhooks.deliveries set next_attempt_at = ${lease}
        where id in (select id from webhooks.deliveries
                      where status = 'pending' and next_attempt_at <= ${now}
                      order by next_attempt_at limit 500 for update skip locked)
-      returning id, endpoint_id`);
-    enqueue(claimed.rows.map((r) => ({ deliveryId: r.id, endpointId: r.endpoint_id, lease })));
+      returning id, endpoint_id, ordering_key is not null as ordered`);
+    enqueue(
+      claimed.rows.map((r) =>
+        r.ordered
+          ? { deliveryId: r.id, endpointId: r.endpoint_id, lease, ordered: true }
+          : { deliveryId: r.id, endpointId: r.endpoint_id, lease },
+      ),
+    );
     return claimed.rows.length;
   }
 

@@ -42,6 +42,8 @@ export interface QueuedDelivery {
   target?: AttemptTarget;
   /** With tracing on: the trace of the event's publish, continued by the attempt (in memory only). */
   trace?: Context;
+  /** Known to have an ordering_key (per_resource): the engine claims it with the ordering rule. */
+  ordered?: boolean;
 }
 
 /** The exact bytes every delivery of `event` sends, and GET /v1/events returns. */
@@ -65,6 +67,12 @@ export interface IncomingEvent {
   payload: Uint8Array;
   /** An operational event is never delivered to the endpoint it is about. */
   aboutEndpoint?: string;
+  /**
+   * The event's outbox seq (the JetStream header kit/outbox OUTBOX_SEQ_HEADER): where its change
+   * committed among its resource's. Without one (the webhooks service's own events, test
+   * events), per_resource endpoints get the event unordered.
+   */
+  seq?: string | null;
 }
 
 /**
@@ -87,12 +95,26 @@ export async function recordEvents(
   // One row per event id: a message and its redelivery may meet in one batch.
   const byId = new Map<
     string,
-    { event: eventsProto.Event; payload: Uint8Array; body: string; type: string; about: string | null }
+    {
+      event: eventsProto.Event;
+      payload: Uint8Array;
+      body: string;
+      type: string;
+      about: string | null;
+      seq: string | null;
+    }
   >();
-  for (const { event, payload, aboutEndpoint } of incoming) {
+  for (const { event, payload, aboutEndpoint, seq } of incoming) {
     if (byId.has(event.id)) continue;
     const type = eventTypeName(event.type);
-    byId.set(event.id, { event, payload, body: envelopeBody(event), type, about: aboutEndpoint ?? null });
+    byId.set(event.id, {
+      event,
+      payload,
+      body: envelopeBody(event),
+      type,
+      about: aboutEndpoint ?? null,
+      seq: seq ?? null,
+    });
   }
   if (byId.size === 0) return [];
   const list = [...byId.values()];
@@ -119,8 +141,9 @@ export async function recordEvents(
         ${sql.param(createdAt.map((ms) => encodeTime(ms)))}::text[],
         ${sql.param(list.map((e) => !OPERATIONAL_EVENT_TYPES.includes(e.type)))}::boolean[],
         ${sql.param(list.map((e) => e.about))}::text[],
-        ${sql.param(list.map((e) => resourceKey(e.event)))}::text[]
-      ) as t(id, account_id, livemode, type, payload, body, created_at, id_time, star, about, resource)
+        ${sql.param(list.map((e) => (e.seq === null ? null : resourceKey(e.event))))}::text[],
+        ${sql.param(list.map((e) => e.seq))}::bigint[]
+      ) as t(id, account_id, livemode, type, payload, body, created_at, id_time, star, about, resource, seq)
     ), ev as (
       insert into webhooks.events (id, account_id, livemode, type, payload, body, created_at)
       select id, account_id, livemode, type, payload, body, created_at from input
@@ -128,7 +151,8 @@ export async function recordEvents(
       returning id, account_id, livemode, type
     ), ins as (
       insert into webhooks.deliveries
-        (id, event_id, endpoint_id, account_id, livemode, status, next_attempt_at, ordering_key, created_at)
+        (id, event_id, endpoint_id, account_id, livemode, status, next_attempt_at, ordering_key, ordering_seq,
+         created_at)
       select 'dlv_' || i.id_time || substr(md5(ev.id || e.id), 1, 16),
              ev.id, e.id, e.account_id, e.livemode,
              -- An unhealthy endpoint gets nothing until re-enabled; the delivery stays listed as not sent.
@@ -137,7 +161,10 @@ export async function recordEvents(
              case when e.status <> 'enabled' then null
                   when e.paused_until > ${now}::timestamptz then e.paused_until
                   else ${lease}::timestamptz end,
+             -- per_resource: the resource and where its change committed (an event without a
+             -- seq, or without a resource, goes unordered).
              case when e.ordering = 'per_resource' then i.resource end,
+             case when e.ordering = 'per_resource' and i.resource is not null then i.seq end,
              ${now}
         from ev
         join input i on i.id = ev.id
@@ -156,10 +183,10 @@ export async function recordEvents(
       from ins join webhooks.endpoints e on e.id = ins.endpoint_id
      where ins.status = 'pending' and not coalesce(e.paused_until > ${now}::timestamptz, false)`);
   return rows.map((r) =>
-    // An ordered delivery is claimed first: the claim holds it back while an earlier event of
-    // its resource is still pending at that endpoint (delivery/engine.ts).
+    // An ordered delivery is claimed first: the claim holds it back while an earlier change of
+    // its resource is still pending at that endpoint, or another is in flight (delivery/engine.ts).
     r.ordered
-      ? { deliveryId: r.id, endpointId: r.endpoint_id, lease }
+      ? { deliveryId: r.id, endpointId: r.endpoint_id, lease, ordered: true }
       : {
           deliveryId: r.id,
           endpointId: r.endpoint_id,

@@ -1,0 +1,240 @@
+// per_resource ordering across processes: two engines (as two webhooks replicas) on one real
+// database, delivering to a real HTTPS receiver. The order is the changes' commit order (the
+// outbox seq each event carries), not the event ids nor the order the engines got them; one
+// delivery per resource is in flight at a time, whichever engine holds it; resources go in
+// parallel; a failing change holds back only its own resource.
+import { create } from '@bufbuild/protobuf';
+import { timestampFromMs } from '@bufbuild/protobuf/wkt';
+import type { Caller } from '@mcs/kit/caller';
+import { createDatabase } from '@mcs/kit/db';
+import { createLogger } from '@mcs/kit/log';
+import { commerce, events } from '@mcs/proto';
+import {
+  createTestCerts,
+  freshDatabase,
+  type MigratedDatabase,
+  type Received,
+  type Receiver,
+  startReceiver,
+} from '@mcs/testkit';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { migrateWebhooks } from '../db/migrate.ts';
+import { createEndpoint } from '../domain/endpoints.ts';
+import { type IncomingEvent, recordEvents } from '../domain/fanout.ts';
+import { createSecretBox } from '../domain/secrets.ts';
+import { createEngine, type Engine } from './engine.ts';
+import { createSender } from './sender.ts';
+
+let db: MigratedDatabase;
+const box = createSecretBox(Buffer.alloc(32, 5));
+const log = createLogger('ordering-test', process.env.TEST_LOG ?? 'silent');
+const certs = createTestCerts();
+const open: Array<{ close(): Promise<void> } | { stop(): Promise<void> }> = [];
+let n = 0;
+
+beforeAll(async () => {
+  db = await freshDatabase(migrateWebhooks);
+});
+afterEach(async () => {
+  for (const o of open.splice(0).reverse()) await ('stop' in o ? o.stop() : o.close());
+});
+afterAll(() => db?.close());
+
+/** One engine, as one webhooks replica runs it: its own pool (1 s time-out: a lease of 2 s). */
+function engine(): Engine {
+  const own = createDatabase(db.url, { name: 'ordering-engine', max: 12 });
+  open.push(own);
+  const sender = createSender({
+    timeoutMs: 1_000,
+    allowPrivate: true,
+    connectionsPerOrigin: 16,
+    ca: certs.ca,
+  });
+  const e = createEngine({
+    db: own.db,
+    box,
+    sender,
+    log,
+    schedule: [100, 200, 300, 400, 500],
+    timeoutMs: 1_000,
+    leaseMarginMs: 1_000,
+    concurrency: 64,
+    perEndpoint: 16,
+    pollMs: 200,
+  });
+  open.push(sender, e);
+  return e;
+}
+
+async function receiver(): Promise<Receiver> {
+  const r = await startReceiver({ certs });
+  open.push(r);
+  return r;
+}
+
+async function orderedEndpoint(url: string): Promise<Caller> {
+  const caller: Caller = { accountId: `acct_ord${++n}`, livemode: false };
+  await db.db.transaction((tx) =>
+    createEndpoint(
+      tx,
+      caller,
+      { url, events: ['*'], ordering: 'per_resource' },
+      { box, policy: { allowHttp: true, allowPrivate: true } },
+    ),
+  );
+  return caller;
+}
+
+/** A change of order `order` (its label as the customer's name), committed at outbox seq `seq`. */
+function change(caller: Caller, order: string, label: string, seq: number, eventId?: string): IncomingEvent {
+  const event = create(events.EventSchema, {
+    id: eventId ?? `evt_ord${String(++n).padStart(8, '0')}`,
+    type: events.EventType.ORDER_UPDATED,
+    createdAt: timestampFromMs(Date.now()),
+    data: {
+      case: 'order',
+      value: create(commerce.OrderSchema, {
+        id: order,
+        status: commerce.OrderStatus.PENDING,
+        total: 5n,
+        currency: 'EUR',
+        customer: { name: label, phone: '+15550100' },
+      }),
+    },
+    livemode: caller.livemode,
+    accountId: caller.accountId,
+  });
+  return { event, payload: new Uint8Array(), seq: String(seq) };
+}
+
+/** Records `incoming` as the consumer would, and hands the fresh deliveries to `to` (or to nobody). */
+async function record(incoming: IncomingEvent[], to?: Engine) {
+  const queued = await recordEvents(db.db, incoming, 3_000);
+  to?.enqueue(queued);
+  return queued;
+}
+
+const bodyOf = (g: Received) =>
+  JSON.parse(g.body) as { id: string; data: { id: string; customer: { name: string } } };
+const labels = (got: Received[], order: string) =>
+  got
+    .map(bodyOf)
+    .filter((b) => b.data.id === order)
+    .map((b) => b.data.customer.name);
+
+describe('per_resource ordering with two engines on one database', () => {
+  it('follows the commit order (outbox seq), not the event ids nor which engine got which', async () => {
+    const r = await receiver();
+    r.reply = () => ({ status: 200, delayMs: 40 });
+    const [a, b] = [engine(), engine()];
+    const caller = await orderedEndpoint(r.url);
+    const order = `ord_seq${++n}`;
+    // Event ids in the reverse of the commit order (a writer's clock behind another's).
+    const changes = [
+      change(caller, order, 'first', 101, 'evt_ord_z3'),
+      change(caller, order, 'second', 102, 'evt_ord_z2'),
+      change(caller, order, 'third', 103, 'evt_ord_z1'),
+    ];
+    const queued = await record(changes);
+    expect(queued).toHaveLength(3);
+    // Each engine gets some of them, the latest first.
+    a.enqueue([queued[2]!]);
+    b.enqueue([queued[1]!]);
+    a.enqueue([queued[0]!]);
+    const got = await r.waitFor(3, 10_000);
+    expect(labels(got, order)).toEqual(['first', 'second', 'third']);
+    // One at a time: each was sent after the previous one was answered.
+    for (let i = 1; i < got.length; i++) expect(got[i]!.at - got[i - 1]!.at).toBeGreaterThanOrEqual(35);
+  });
+
+  it('holds a late earlier change until the later one in flight is answered, then sends it before that one’s retry', async () => {
+    const r = await receiver();
+    const [a, b] = [engine(), engine()];
+    const caller = await orderedEndpoint(r.url);
+    const order = `ord_late${++n}`;
+    let failedOnce = false;
+    r.reply = (g) => {
+      const label = bodyOf(g).data.customer.name;
+      if (label === 'second' && !failedOnce) {
+        failedOnce = true;
+        return { status: 500, delayMs: 300 };
+      }
+      return { status: 200, delayMs: 30 };
+    };
+    // The later change arrives first (a redelivered batch, or the other replica) and is sent.
+    await record([change(caller, order, 'second', 202)], a);
+    await r.waitFor(1, 5_000);
+    // While it is in flight, the earlier change arrives at the other engine.
+    await record([change(caller, order, 'first', 201)], b);
+    const got = await r.waitFor(3, 10_000);
+    expect(labels(got, order)).toEqual(['second', 'first', 'second']);
+    // Not sent while the later one was in flight (it was answered after 300 ms).
+    expect(got[1]!.at - got[0]!.at).toBeGreaterThanOrEqual(290);
+    expect(got[2]!.at - got[1]!.at).toBeGreaterThanOrEqual(25);
+    await new Promise((res) => setTimeout(res, 300));
+    expect(r.received).toHaveLength(3);
+  });
+
+  it('many resources: strict order per resource, resources in parallel, a failing change holds back only its resource', async () => {
+    const r = await receiver();
+    const [a, b] = [engine(), engine()];
+    const caller = await orderedEndpoint(r.url);
+    const resources = Array.from({ length: 16 }, (_, i) => `ord_many${++n}x${i}`);
+    const changesPer = 8;
+    const stuck = resources[0]!;
+    let refusals = 0;
+    const inFlight = new Map<string, number>();
+    let overlap = 0;
+    let concurrent = 0;
+    let maxConcurrent = 0;
+    r.reply = (g) => {
+      const { data } = bodyOf(g);
+      // A receiver that notices two requests of one resource at once.
+      const now = (inFlight.get(data.id) ?? 0) + 1;
+      inFlight.set(data.id, now);
+      if (now > 1) overlap++;
+      concurrent++;
+      maxConcurrent = Math.max(maxConcurrent, concurrent);
+      setTimeout(() => {
+        inFlight.set(data.id, (inFlight.get(data.id) ?? 1) - 1);
+        concurrent--;
+      }, 25);
+      // The stuck resource's first change is refused three times (retries 100, 200, 300 ms).
+      if (data.id === stuck && data.customer.name === '0' && refusals < 3) {
+        refusals++;
+        return { status: 500, delayMs: 25 };
+      }
+      return { status: 200, delayMs: 25 };
+    };
+    // Commit order: change k of every resource, then change k + 1 of every resource (seq grows).
+    // The consumers take them in batches of 5, alternately (two replicas of one durable).
+    const all: IncomingEvent[] = [];
+    let seq = 1_000;
+    for (let k = 0; k < changesPer; k++)
+      for (const res of resources) all.push(change(caller, res, String(k), ++seq));
+    for (let i = 0, turn = 0; i < all.length; i += 5, turn++) {
+      await record(all.slice(i, i + 5), turn % 2 === 0 ? a : b);
+    }
+    const total = resources.length * changesPer + 3;
+    const got = await r.waitFor(total, 30_000);
+    const expected = Array.from({ length: changesPer }, (_, k) => String(k));
+    for (const res of resources) {
+      expect(labels(got, res), res).toEqual(res === stuck ? ['0', '0', '0', ...expected] : expected);
+    }
+    expect(overlap).toBe(0);
+    // Resources went in parallel.
+    expect(maxConcurrent).toBeGreaterThanOrEqual(4);
+    // The stuck resource held back only itself: while its first change waited for its retries,
+    // the other resources' changes went on (at least one of each on average; timing-free).
+    const stuckAt = got.flatMap((g, i) => (bodyOf(g).data.id === stuck ? [i] : []));
+    const meanwhile = got.slice(stuckAt[0]! + 1, stuckAt[3]!).filter((g) => bodyOf(g).data.id !== stuck);
+    expect(meanwhile.length).toBeGreaterThanOrEqual(resources.length - 1);
+    await new Promise((res) => setTimeout(res, 300));
+    expect(r.received).toHaveLength(total);
+    const { rows } = await db.pool.query(
+      `select status, count(*)::int as n from webhooks.deliveries where account_id = $1 group by status`,
+      [caller.accountId],
+    );
+    expect(rows).toEqual([{ status: 'succeeded', n: resources.length * changesPer }]);
+  });
+});
