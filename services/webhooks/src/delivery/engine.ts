@@ -26,6 +26,12 @@
 // after a crash. Results stay single either way: every record is guarded by
 // `attempts = n - 1 and status = 'pending'` (record.ts).
 //
+// per_resource ordering (docs/api.md "Ordered delivery"): a delivery with an ordering key is
+// never started from what fan-out read; claimOrdered decides, in PostgreSQL and under a lock per
+// endpoint and resource, whether it goes now or is held behind an earlier change (lower outbox
+// seq) still pending or another attempt of its resource in flight; release() lets the next one
+// go once an attempt is recorded. Unordered deliveries never run any of it.
+//
 // A delivery attempted without a claim was checked against its endpoint's status by the fan-out
 // statement a moment before; an endpoint disabled or deleted in that moment still gets that
 // attempt, as it would an attempt already in flight, and its record follows the straggler rule.
