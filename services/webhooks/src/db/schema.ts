@@ -82,6 +82,12 @@ export const events = webhooks.table(
     body: text('body').notNull(),
     /** A test event (POST /v1/webhooks/{id}/test): delivered, but not part of GET /v1/events. */
     test: boolean('test').notNull().default(false),
+    /**
+     * Its outbox seq in the service that wrote it (the Mcs-Outbox-Seq header; null without one):
+     * where its change committed among its resource's. per_resource deliveries made later (a
+     * recovery) are ordered by it.
+     */
+    outboxSeq: bigint('outbox_seq', { mode: 'number' }),
     createdAt: ts('created_at').notNull(),
   },
   (t) => [

@@ -142,16 +142,24 @@ export function createReplayer(opts: ReplayerOptions): Replayer {
       ids.push(...rows.map((r) => r.id));
     }
     if (add.length > 0) {
+      // per_resource: keyed as fan-out keys it (domain/fanout.ts): the resource and the event's
+      // outbox seq; an event without a seq goes unordered.
       const key = (r: BacklogRow) =>
-        r.payload ? resourceKey(fromBinary(eventsProto.EventSchema, new Uint8Array(r.payload))) : null;
+        r.payload && r.outbox_seq !== null
+          ? resourceKey(fromBinary(eventsProto.EventSchema, new Uint8Array(r.payload)))
+          : null;
+      const keys = add.map(key);
       const { rows } = await tx.execute<{ id: string }>(sql`
         insert into webhooks.deliveries
-          (id, event_id, endpoint_id, account_id, livemode, status, next_attempt_at, ordering_key, replay_id, created_at)
+          (id, event_id, endpoint_id, account_id, livemode, status, next_attempt_at, ordering_key, ordering_seq,
+           replay_id, created_at)
         select t.id, t.event_id, ${ep.id}, ${ep.accountId}, ${ep.livemode}, 'pending', ${lease}, t.ordering_key,
-               ${job.id}, ${now}
+               t.ordering_seq, ${job.id}, ${now}
           from unnest(${sql.param(add.map((r) => fanoutDeliveryId(r.id, new Date(r.created_at), ep.id)))}::text[],
                       ${sql.param(add.map((r) => r.id))}::text[],
-                      ${sql.param(add.map(key))}::text[]) as t(id, event_id, ordering_key)
+                      ${sql.param(keys)}::text[],
+                      ${sql.param(add.map((r, i) => (keys[i] === null ? null : r.outbox_seq)))}::bigint[])
+                 as t(id, event_id, ordering_key, ordering_seq)
         on conflict do nothing
         returning id`);
       ids.push(...rows.map((r) => r.id));

@@ -145,8 +145,8 @@ export async function recordEvents(
         ${sql.param(list.map((e) => e.seq))}::bigint[]
       ) as t(id, account_id, livemode, type, payload, body, created_at, id_time, star, about, resource, seq)
     ), ev as (
-      insert into webhooks.events (id, account_id, livemode, type, payload, body, created_at)
-      select id, account_id, livemode, type, payload, body, created_at from input
+      insert into webhooks.events (id, account_id, livemode, type, payload, body, created_at, outbox_seq)
+      select id, account_id, livemode, type, payload, body, created_at, seq from input
       on conflict do nothing
       returning id, account_id, livemode, type
     ), ins as (

@@ -164,6 +164,8 @@ export type BacklogRow = {
   requeue: string | null;
   /** The event as published (per_resource endpoints only: its resource key). */
   payload: Buffer | null;
+  /** Its outbox seq (per_resource endpoints only: its place among its resource's changes). */
+  outbox_seq: string | null;
 };
 
 /**
@@ -188,7 +190,8 @@ export function backlogSql(
          and r.status = any(${sql.param(statuses)}::text[]))`;
   return sql`
     select ev.id, ev.created_at, d.id as requeue,
-           ${ep.ordering === 'per_resource' ? sql`ev.payload` : sql`null::bytea`} as payload
+           ${ep.ordering === 'per_resource' ? sql`ev.payload` : sql`null::bytea`} as payload,
+           ${ep.ordering === 'per_resource' ? sql`ev.outbox_seq::text` : sql`null::text`} as outbox_seq
       from webhooks.events ev
       left join webhooks.deliveries d
         on d.event_id = ev.id and d.endpoint_id = ${ep.id} and d.origin = 'event'
