@@ -356,17 +356,23 @@ export const fieldMeta: Record<string, FieldMeta> = {
   },
   'RecoverWebhookEndpointRequest.since': {
     description:
-      'Required. Deliveries of events since this time (ISO 8601) that failed or were skipped are sent again.',
+      'Required. Events since this time (ISO 8601) that the endpoint did not receive are sent to it: failed, skipped, or arrived while it was disabled.',
     example: TIMESTAMP_EXAMPLE,
   },
   'GetWebhookRecoveryRequest.recovery': { description: 'The recovery.', idOf: 'rcv' },
   'WebhookRecovery.webhook_endpoint': { description: 'The endpoint recovered.', idOf: 'we' },
-  'WebhookRecovery.since': { description: 'Deliveries of events since this time are sent again.' },
+  'WebhookRecovery.since': {
+    description:
+      'Events from this time until the recovery began that the endpoint did not receive are sent to it.',
+  },
   'WebhookRecovery.status': {
     description:
       'running (queueing deliveries), completed (every one queued; see deliveries for how they are doing) or canceled (the endpoint was deleted, disabled or turned unhealthy again).',
   },
-  'WebhookRecovery.total': { description: 'Deliveries found to send again when it began.', minimum: 0 },
+  'WebhookRecovery.total': {
+    description: 'Events the endpoint had not received when it began (one delivery each).',
+    minimum: 0,
+  },
   'WebhookRecovery.queued': {
     description: 'Deliveries queued so far (WEBHOOK_REPLAY_RATE per second).',
     minimum: 0,
@@ -556,7 +562,7 @@ export const operationMeta: Record<string, OperationMeta> = {
   RecoverWebhookEndpoint: {
     summary: 'Recover an endpoint',
     description:
-      'Re-enables the endpoint if needed and sends again, in the background, its deliveries of events since `since` that failed or were skipped (each starts the retry schedule over; no delivery is added). The answer, and GET of it, shows progress.',
+      'Re-enables the endpoint if needed and sends it, in the background, every event of the account (as GET /v1/events lists them) from `since` until now that it did not receive. A delivery that failed or was skipped is sent again (it starts the retry schedule over; no delivery is added). An event that arrived while the endpoint was disabled, and so has no delivery to it, gets one if the endpoint subscribes to its type now: `*` covers the resource event types only, an operational type (webhook_endpoint.*) must be named, and the event about the endpoint itself is never sent to it, nor an event from before the endpoint was created. An event with a delivery to the endpoint pending or succeeded (a resend included) is not sent again, so recovering twice sends nothing twice. The answer, and GET of it, shows progress.',
   },
   GetWebhookRecovery: { summary: 'Retrieve a recovery', description: 'Its status and progress counts.' },
   ResendEvent: {

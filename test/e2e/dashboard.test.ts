@@ -220,7 +220,7 @@ describe('Settings → API in a browser', () => {
     r.reply = () => ({ status: 200, body: 'ok' });
     await submit(page, card.locator('button', { hasText: 'Re-enable and replay' }));
     const flash = (await page.locator('.flash.ok').textContent())!;
-    expect(flash).toContain('2 failed or skipped deliveries are being sent again');
+    expect(flash).toContain('2 missed events are being sent (failed, skipped or while disabled');
     const recovery = /recovery (rcv_[0-9a-z]+)/.exec(flash)![1]!;
     await expect(card.getAttribute('data-status')).resolves.toBe('enabled');
     await page.screenshot({ path: shot('endpoint-recovered'), fullPage: true });

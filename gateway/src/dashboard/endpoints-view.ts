@@ -45,10 +45,10 @@ and new events are not recorded for it until you re-enable it. ${detail}</div>`
   }
 }
 
-/** Re-enable and replay what failed or was skipped meanwhile (a recovery). */
+/** Re-enable and replay the events it missed meanwhile: failed, skipped or while disabled (a recovery). */
 function recoverForm(viewer: Viewer, path: string, ep: EndpointView): SafeHtml {
   return html`<form method="post" action="${path}/recover" class="recover">${csrfField(viewer)}
-<label>Replay what failed or was skipped <select name="since">${
+<label>Replay the events it missed <select name="since">${
     ep.failingSince ? html`<option value="failing">since it began failing</option>` : ''
   }<option value="24h">in the last 24 hours</option><option value="72h">in the last 3 days</option><option value="168h">in the last 7 days</option></select></label>
 <button type="submit">Re-enable and replay</button></form>`;

@@ -289,8 +289,8 @@ export function endpointRoutes(kit: Kit): RouteDef[] {
   }, 'The endpoint was not re-enabled');
 
   /**
-   * Re-enable and replay: a recovery of what failed or was skipped since the endpoint began
-   * failing (a minute before, so the delivery whose failure began it is included) or since a
+   * Re-enable and replay: a recovery of the events it missed (failed, skipped, or arrived while it
+   * was disabled) since the endpoint began failing (a minute before, so the delivery whose failure began it is included) or since a
    * chosen number of hours. Its progress: GET /v1/webhooks/{id}/recoveries/{recovery}.
    */
   const recover = kit.action(async (s, form, { id }) => {
@@ -314,7 +314,7 @@ export function endpointRoutes(kit: Kit): RouteDef[] {
     return {
       flash: {
         kind: 'ok',
-        text: `Endpoint re-enabled: ${r.total} failed or skipped ${r.total === 1 ? 'delivery is' : 'deliveries are'} being sent again (recovery ${r.id}; progress: GET /v1/webhooks/${id}/recoveries/${r.id}).`,
+        text: `Endpoint re-enabled: ${r.total} missed ${r.total === 1 ? 'event is' : 'events are'} being sent (failed, skipped or while disabled; recovery ${r.id}; progress: GET /v1/webhooks/${id}/recoveries/${r.id}).`,
       },
     };
   }, 'The endpoint was not recovered');

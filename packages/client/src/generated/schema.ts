@@ -640,7 +640,7 @@ export interface paths {
         put?: never;
         /**
          * Recover an endpoint
-         * @description Re-enables the endpoint if needed and sends again, in the background, its deliveries of events since `since` that failed or were skipped (each starts the retry schedule over; no delivery is added). The answer, and GET of it, shows progress.
+         * @description Re-enables the endpoint if needed and sends it, in the background, every event of the account (as GET /v1/events lists them) from `since` until now that it did not receive. A delivery that failed or was skipped is sent again (it starts the retry schedule over; no delivery is added). An event that arrived while the endpoint was disabled, and so has no delivery to it, gets one if the endpoint subscribes to its type now: `*` covers the resource event types only, an operational type (webhook_endpoint.*) must be named, and the event about the endpoint itself is never sent to it, nor an event from before the endpoint was created. An event with a delivery to the endpoint pending or succeeded (a resend included) is not sent again, so recovering twice sends nothing twice. The answer, and GET of it, shows progress.
          */
         post: operations["RecoverWebhookEndpoint"];
         delete?: never;
@@ -2044,7 +2044,7 @@ export interface components {
             queued: number;
             /**
              * Format: date-time
-             * @description Deliveries of events since this time are sent again.
+             * @description Events from this time until the recovery began that the endpoint did not receive are sent to it.
              * @example 2026-01-15T09:30:00.000Z
              */
             since: string;
@@ -2053,7 +2053,7 @@ export interface components {
              * @enum {string}
              */
             status: "running" | "completed" | "canceled";
-            /** @description Deliveries found to send again when it began. */
+            /** @description Events the endpoint had not received when it began (one delivery each). */
             total: number;
             /**
              * @description The endpoint recovered.
@@ -5112,7 +5112,7 @@ export interface operations {
                 "application/json": {
                     /**
                      * Format: date-time
-                     * @description Required. Deliveries of events since this time (ISO 8601) that failed or were skipped are sent again.
+                     * @description Required. Events since this time (ISO 8601) that the endpoint did not receive are sent to it: failed, skipped, or arrived while it was disabled.
                      * @example 2026-01-15T09:30:00.000Z
                      */
                     since?: string;
