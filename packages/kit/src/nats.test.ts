@@ -5,7 +5,13 @@ import { randomBytes } from 'node:crypto';
 import { connect, type JetStreamManager, type NatsConnection, RetentionPolicy, StorageType } from 'nats';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_NATS_URL } from './config.ts';
-import { DUPLICATE_WINDOW_NS, ensureStream, type StreamNames, streamNames } from './nats.ts';
+import {
+  createEventPublisher,
+  DUPLICATE_WINDOW_NS,
+  ensureStream,
+  type StreamNames,
+  streamNames,
+} from './nats.ts';
 
 let nc: NatsConnection;
 let jsm: JetStreamManager;
@@ -73,5 +79,56 @@ describe('ensureStream', () => {
     // A second start finds it current and leaves it as it is.
     await ensureStream(jsm, names);
     expect((await jsm.streams.info(names.stream)).config.duplicate_window).toBe(DUPLICATE_WINDOW_NS);
+  });
+});
+
+describe('createEventPublisher', () => {
+  it('publishes to the stream, acked; a repeated message id is stored once', async () => {
+    const names = fresh();
+    await ensureStream(jsm, names);
+    const publisher = createEventPublisher(nc);
+    try {
+      const payload = new TextEncoder().encode('one');
+      const acks = (await Promise.all(
+        Array.from({ length: 50 }, (_, i) =>
+          publisher.publish(names.subject('order.created'), payload, { msgID: `evt_${i}` }),
+        ),
+      )) as Array<{ seq: number; duplicate?: boolean }>;
+      expect(new Set(acks.map((a) => a.seq)).size).toBe(50);
+      const again = (await publisher.publish(names.subject('order.created'), payload, {
+        msgID: 'evt_7',
+      })) as {
+        duplicate?: boolean;
+      };
+      expect(again.duplicate).toBe(true);
+      expect((await jsm.streams.info(names.stream)).state.messages).toBe(50);
+    } finally {
+      publisher.close();
+    }
+  });
+
+  it('fails at once when no stream takes the subject, and after its time-out when nothing acks', async () => {
+    const publisher = createEventPublisher(nc);
+    const subject = `t${randomBytes(6).toString('hex')}.nowhere`;
+    try {
+      const t0 = Date.now();
+      await expect(publisher.publish(subject, new Uint8Array(1), { msgID: 'x' })).rejects.toThrow(
+        /503|no responders/i,
+      );
+      expect(Date.now() - t0).toBeLessThan(1_000);
+      // A subscriber that never answers: no ack, so the publish fails once its time-out passed.
+      const silent = nc.subscribe(subject);
+      try {
+        const t1 = Date.now();
+        await expect(
+          publisher.publish(subject, new Uint8Array(1), { msgID: 'y', timeout: 300 }),
+        ).rejects.toThrow(/no ack in time/);
+        expect(Date.now() - t1).toBeGreaterThanOrEqual(290);
+      } finally {
+        silent.unsubscribe();
+      }
+    } finally {
+      publisher.close();
+    }
   });
 });

@@ -11,7 +11,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_DATABASE_URL, DEFAULT_NATS_URL } from './config.ts';
 import { createDatabase, type Database } from './db.ts';
 import { createLogger } from './log.ts';
-import { ensureStream, type StreamNames, streamNames } from './nats.ts';
+import { createEventPublisher, ensureStream, type StreamNames, streamNames } from './nats.ts';
 import {
   appendEvent,
   insertWithEvent,
@@ -107,7 +107,7 @@ function relay(over: Partial<RelayOptions> = {}): Relay {
   const r = startRelay({
     pool: database.pool,
     schema: 'relay_test',
-    js: nc.jetstream(),
+    js: createEventPublisher(nc),
     names,
     log: createLogger('relay-test', 'silent'),
     // By default no poll in the test's time: what arrives came from memory.

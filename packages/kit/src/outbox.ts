@@ -22,7 +22,7 @@ import { events } from '@mcs/proto';
 import { enumValueName } from '@mcs/rest';
 import { sql } from 'drizzle-orm';
 import { bigserial, type PgSchema, type PgTable, text, timestamp } from 'drizzle-orm/pg-core';
-import { type JetStreamClient, headers as natsHeaders } from 'nats';
+import { headers as natsHeaders } from 'nats';
 import type pg from 'pg';
 import { bytea, type Tx } from './db.ts';
 
@@ -45,7 +45,7 @@ import {
 /** With tracing on: the context of the write that committed a row, for its publish span. */
 const writtenIn = new WeakMap<OutboxRow, Context>();
 
-import type { StreamNames } from './nats.ts';
+import type { EventPublisher, StreamNames } from './nats.ts';
 
 /** The outbox table of a service, in that service's schema. */
 export function outboxTable(schema: PgSchema) {
@@ -250,7 +250,8 @@ export interface RelayOptions {
   pool: pg.Pool;
   /** Schema that holds the outbox table. */
   schema: string;
-  js: JetStreamClient;
+  /** JetStream publishing: kit/nats createEventPublisher (or a JetStreamClient). */
+  js: EventPublisher;
   names: StreamNames;
   log: Logger;
   /** How often the fallback poll looks for rows nobody published. */

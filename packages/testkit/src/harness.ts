@@ -6,7 +6,13 @@ import { type Client, type ConnectRouter, createClient, createRouterTransport } 
 import { CALLER_HEADERS } from '@mcs/kit/caller';
 import type { Database } from '@mcs/kit/db';
 import { createLogger } from '@mcs/kit/log';
-import { connectNats, ensureStream, type StreamNames, streamNames } from '@mcs/kit/nats';
+import {
+  connectNats,
+  createEventPublisher,
+  ensureStream,
+  type StreamNames,
+  streamNames,
+} from '@mcs/kit/nats';
 import { type Relay, startRelay } from '@mcs/kit/outbox';
 import { type ServerHandle, startConnectServer } from '@mcs/kit/server';
 import { events } from '@mcs/proto';
@@ -89,7 +95,7 @@ export async function startServiceHarness(opts: {
   const relay = startRelay({
     pool: db.pool,
     schema: opts.schema,
-    js: nc.jetstream(),
+    js: createEventPublisher(nc),
     names,
     log: createLogger(`${opts.schema}-test`, 'silent'),
     pollMs: 200,

@@ -3,7 +3,7 @@ import { createDatabase } from '@mcs/kit/db';
 import { databaseDependency, natsDependency } from '@mcs/kit/health';
 import { createKeyStore, startKeyJanitor } from '@mcs/kit/idempotency';
 import { createLogger } from '@mcs/kit/log';
-import { connectNats, ensureStream, streamNames } from '@mcs/kit/nats';
+import { connectNats, createEventPublisher, ensureStream, streamNames } from '@mcs/kit/nats';
 import { startRelay } from '@mcs/kit/outbox';
 import { errorLogger, runProcess, startConnectServer } from '@mcs/kit/server';
 import { sandboxChannels } from './channels/sandbox.ts';
@@ -21,7 +21,13 @@ await runProcess(log, async () => {
   const nc = await connectNats(env.NATS_URL, 'messaging');
   const names = streamNames(env.MCS_NATS_PREFIX);
   await ensureStream(await nc.jetstreamManager(), names);
-  const relay = startRelay({ pool: database.pool, schema: 'messaging', js: nc.jetstream(), names, log });
+  const relay = startRelay({
+    pool: database.pool,
+    schema: 'messaging',
+    js: createEventPublisher(nc),
+    names,
+    log,
+  });
   const keys = createKeyStore(database.db, idempotencyKeys);
   const server = await startConnectServer({
     routes: routes({ db: database.db, keys, relay, channels: sandboxChannels() }),
