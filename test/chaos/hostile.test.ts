@@ -6,10 +6,10 @@
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
-import { type Receiver, type Stack, startReceiver, startStack } from '@mcs/testkit';
+import { type Receiver, type Stack, startReceiver, startStack, until } from '@mcs/testkit';
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { ledger, sleep, until } from '../e2e/load.ts';
+import { ledger, sleep } from '../e2e/load.ts';
 import { pick, STACK_ENV } from './lib.ts';
 
 /** Endpoints of each hostile kind; with the healthy one, ORDERS × ENDPOINTS deliveries. */
@@ -160,7 +160,10 @@ it(`hostile receivers over ${ORDERS * ENDPOINTS} deliveries: flat memory, health
     }),
   );
   const firstAt = Math.min(...created.values());
-  await until('the healthy endpoint got every order', () => healthy.received.length >= ORDERS, 60_000, 100);
+  await until('the healthy endpoint got every order', () => healthy.received.length >= ORDERS, {
+    timeoutMs: 60_000,
+    everyMs: 100,
+  });
   const healthyDoneMs = Date.now() - firstAt;
   // Every hostile endpoint had its first attempts (one at a time, WEBHOOK_TIMEOUT 1 s each).
   const attemptsDone = async () => {
@@ -178,7 +181,7 @@ it(`hostile receivers over ${ORDERS * ENDPOINTS} deliveries: flat memory, health
       await c.end();
     }
   };
-  await until('a first attempt of every delivery', attemptsDone, 180_000, 500);
+  await until('a first attempt of every delivery', attemptsDone, { timeoutMs: 180_000, everyMs: 500 });
   const allAttemptedMs = Date.now() - firstAt;
   const bodies = healthy.received.map((r) => JSON.parse(r.body) as { data: { id: string } });
   const latencies = healthy.received

@@ -15,9 +15,10 @@ import {
   startReceiver,
   type TestDatabase,
   type TestNats,
+  until,
 } from '@mcs/testkit';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { sleep, startLoad, until } from '../e2e/load.ts';
+import { sleep, startLoad } from '../e2e/load.ts';
 import { pick, setUp, verdict } from './lib.ts';
 
 const ROUNDS = pick(1, 5);
@@ -95,7 +96,10 @@ beforeAll(async () => {
   launcher.once('exit', (code) => {
     exited = code;
   });
-  await until('mcs is up', () => output.includes('mcs is up') || exited !== undefined, 120_000, 50);
+  await until('mcs is up', () => output.includes('mcs is up') || exited !== undefined, {
+    timeoutMs: 120_000,
+    everyMs: 50,
+  });
   expect(exited, output).toBeUndefined();
   const url = `http://127.0.0.1:${base}`;
   // What the load and the checks use of a Stack: the gateway, the database, the stream, the CLI.
@@ -159,17 +163,16 @@ it(
       await sleep(1_000);
       for (let round = 0; round < ROUNDS; round++) {
         for (const part of PARTS) {
-          const pid = await until(`${part}'s pid`, () => pidOf(part), 5_000, 20);
+          const pid = await until(`${part}'s pid`, () => pidOf(part), { timeoutMs: 5_000, everyMs: 20 });
           const killedAt = Date.now();
           process.kill(pid, 'SIGKILL');
-          await until(`${part} restarted`, () => pidOf(part) !== pid, 30_000, 20);
+          await until(`${part} restarted`, () => pidOf(part) !== pid, { timeoutMs: 30_000, everyMs: 20 });
           await until(
             `${part}'s route answers again`,
             async () =>
               (await stack.api(keys.secret_key, 'GET', PROBE[part]).catch(() => ({ status: 0 }))).status ===
               200,
-            30_000,
-            20,
+            { timeoutMs: 30_000, everyMs: 20 },
           );
           back.push(Date.now() - killedAt);
           await sleep(500);

@@ -2,7 +2,7 @@
 // `pnpm test:chaos` (CHAOS=full) runs the lengths the issue names (30 s outages, 5 kills of each
 // part, 1,000 hostile deliveries, 10,000 requests per route). Each prints one line
 // `[chaos] NAME: sent=… delivered=… lost=… duplicated=… recovery=…` and fails on any loss.
-import type { AccountKeys, Receiver, Stack } from '@mcs/testkit';
+import { type AccountKeys, type Receiver, type Stack, until } from '@mcs/testkit';
 import { expect } from 'vitest';
 import {
   createdEvents,
@@ -12,7 +12,6 @@ import {
   sleep,
   streamAudit,
   summary,
-  until,
 } from '../e2e/load.ts';
 
 export const FULL = process.env.CHAOS === 'full';
@@ -76,8 +75,7 @@ export async function verdict(
   await until(
     `${name}: every created resource delivered`,
     () => missingDeliveries(receiver, ids).length === 0,
-    opts.deliverWithinMs ?? 60_000,
-    200,
+    { timeoutMs: opts.deliverWithinMs ?? 60_000, everyMs: 200 },
   ).catch(() => {});
   await sleep(1_000); // late repeats would show up now
   const missing = missingDeliveries(receiver, ids);

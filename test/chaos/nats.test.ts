@@ -9,9 +9,10 @@ import {
   type Stack,
   startReceiver,
   startStack,
+  until,
 } from '@mcs/testkit';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { missingDeliveries, sleep, startLoad, until } from '../e2e/load.ts';
+import { missingDeliveries, sleep, startLoad } from '../e2e/load.ts';
 import { pick, STACK_ENV, setUp, verdict } from './lib.ts';
 
 const OUTAGE_MS = pick(5_000, 30_000);
@@ -57,8 +58,7 @@ for (const fault of ['killed', 'frozen'] as const) {
       const deliveredAt = await until(
         'every event accepted during the outage delivered after NATS is back',
         () => missingDeliveries(receiver, accepted).length === 0 && Date.now(),
-        60_000,
-        100,
+        { timeoutMs: 60_000, everyMs: 100 },
       );
       await sleep(1_000);
       const report = await load.stop();

@@ -9,9 +9,10 @@ import {
   type Stack,
   startReceiver,
   startStack,
+  until,
 } from '@mcs/testkit';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { sleep, startLoad, until } from '../e2e/load.ts';
+import { sleep, startLoad } from '../e2e/load.ts';
 import { FULL, pick, STACK_ENV, setUp, verdict } from './lib.ts';
 
 const OUTAGE_MS = pick(5_000, 30_000);

@@ -3,9 +3,9 @@
 // takes over its leased deliveries; the frozen one wakes up holding the same events and
 // deliveries. Nothing may be lost and no delivery row doubled (the unique index on event and
 // endpoint, and the claims, decide who records and who sends).
-import { type Receiver, type Stack, startReceiver, startStack } from '@mcs/testkit';
+import { type Receiver, type Stack, startReceiver, startStack, until } from '@mcs/testkit';
 import { afterAll, beforeAll, it } from 'vitest';
-import { missingDeliveries, sleep, startLoad, until } from '../e2e/load.ts';
+import { missingDeliveries, sleep, startLoad } from '../e2e/load.ts';
 import { pick, STACK_ENV, setUp, verdict } from './lib.ts';
 
 const ACK_WAIT_MS = pick(3_000, 30_000);
@@ -44,8 +44,7 @@ it(
     const deliveredAt = await until(
       'everything accepted while frozen delivered',
       () => missingDeliveries(receiver, acceptedWhileFrozen).length === 0 && Date.now(),
-      60_000,
-      100,
+      { timeoutMs: 60_000, everyMs: 100 },
     );
     await sleep(2_000);
     const report = await load.stop();

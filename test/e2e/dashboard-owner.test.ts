@@ -7,7 +7,7 @@
 import { spawn } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { REPO_ROOT, type Receiver, type Stack, startReceiver, startStack } from '@mcs/testkit';
+import { REPO_ROOT, type Receiver, type Stack, startReceiver, startStack, until } from '@mcs/testkit';
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -79,16 +79,6 @@ const newOrder = (key: string) =>
     items: [{ name: 'Tea', unit_amount: 450, quantity: 2 }],
   });
 
-async function until<T>(fn: () => Promise<T | undefined | false>, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 async function submit(page: Page, selector: string): Promise<void> {
   await Promise.all([page.waitForEvent('load'), page.locator(selector).click()]);
 }
@@ -133,7 +123,7 @@ describe('the owner dashboard in a browser', () => {
     });
     endpointId = ep.id;
     orderId = (await newOrder(owner.secret_key)).id;
-    await until(async () => {
+    await until('the endpoint to turn unhealthy', async () => {
       const got = await api(owner.secret_key, 'GET', `/v1/webhooks/${endpointId}`);
       return got.status === 'unhealthy' && got;
     });
@@ -249,7 +239,7 @@ describe('the owner dashboard in a browser', () => {
     await expect(page.locator('.flash.ok').textContent()).resolves.toContain('is being sent again');
     const got = await failing.waitFor(before + 1);
     expect(JSON.parse(got.at(-1)!.body).data.id).toBe(orderId);
-    await until(async () => {
+    await until('the resent delivery to show succeeded', async () => {
       await page.reload();
       return (await delivery.getAttribute('data-status')) === 'succeeded';
     });

@@ -11,6 +11,7 @@ import {
   type Stack,
   startReceiver,
   startStack,
+  until,
 } from '@mcs/testkit';
 import { verifyServiceSignature } from '@mcs/webhook-verify';
 import { type Browser, type BrowserContext, chromium, type Locator, type Page } from 'playwright-core';
@@ -74,16 +75,6 @@ const newOrder = (key: string) =>
     items: [{ name: 'Tea', unit_amount: 450, quantity: 2 }],
   });
 
-async function until<T>(fn: () => Promise<T | undefined | false>, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 const settingsUrl = () => `${stack.baseUrl}/dashboard/settings/api`;
 
 async function signIn(context: BrowserContext, key: string): Promise<Page> {
@@ -126,7 +117,7 @@ describe('Settings → API in a browser', () => {
     endpointId = ep.id;
     await newOrder(keys.secret_key);
     // First attempt + 5 retries 100 ms apart, then unhealthy.
-    await until(async () => {
+    await until('the endpoint to turn unhealthy', async () => {
       const got = await api(keys.secret_key, 'GET', `/v1/webhooks/${endpointId}`);
       return got.status === 'unhealthy' && got;
     });
@@ -202,12 +193,12 @@ describe('Settings → API in a browser', () => {
     r.reply = () => ({ status: 503, body: 'down' });
     const ep = await api(own.secret_key, 'POST', '/v1/webhooks', { url: r.url, events: ['order.created'] });
     const failed = await newOrder(own.secret_key);
-    await until(async () => {
+    await until('the endpoint to turn unhealthy', async () => {
       const got = await api(own.secret_key, 'GET', `/v1/webhooks/${ep.id}`);
       return got.status === 'unhealthy' && got;
     });
     const skipped = await newOrder(own.secret_key);
-    await until(async () => {
+    await until('a skipped delivery', async () => {
       const l = await api(own.secret_key, 'GET', `/v1/webhooks/${ep.id}/deliveries`);
       return l.data.some((d: { status: string }) => d.status === 'skipped') && l;
     });
@@ -230,7 +221,7 @@ describe('Settings → API in a browser', () => {
     expect(new Set(got.slice(before).map((g) => JSON.parse(g.body).data.id))).toEqual(
       new Set([failed.id, skipped.id]),
     );
-    const done = await until(async () => {
+    const done = await until('the recovery to complete', async () => {
       const now = await api(own.secret_key, 'GET', `/v1/webhooks/${ep.id}/recoveries/${recovery}`);
       return now.status === 'completed' && now.deliveries.succeeded === 2 && now;
     });
@@ -326,10 +317,14 @@ describe('Settings → API in a browser', () => {
     );
     expect(key).toBeDefined();
     await stack.cli(['keys', 'revoke', '--account', own.account.id, '--key', key.id]);
-    await until(async () => {
-      await page.goto(settingsUrl());
-      return new URL(page.url()).pathname === '/dashboard/login';
-    }, 5_000);
+    await until(
+      'the revoked session to land on the sign-in page',
+      async () => {
+        await page.goto(settingsUrl());
+        return new URL(page.url()).pathname === '/dashboard/login';
+      },
+      5_000,
+    );
     // And the key cannot sign in again.
     await page.click('#key-login-box summary');
     await page.fill('#key', own.secret_key);

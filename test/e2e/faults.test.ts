@@ -19,6 +19,7 @@ import {
   startReceiver,
   startStack,
   stockHealthClient,
+  until,
   waitForPort,
 } from '@mcs/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -35,20 +36,6 @@ const ANSWER_MS = 15_000;
 const TEST_TIMEOUT = OUTAGE_MS + 90_000;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until<T>(
-  what: string,
-  fn: () => Promise<T | undefined | false> | T | undefined | false,
-  ms: number,
-) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
-    await sleep(100);
-  }
-}
 
 async function portFree(port: number): Promise<boolean> {
   return new Promise((resolve) => {

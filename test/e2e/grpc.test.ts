@@ -8,7 +8,14 @@ import { fromBinary } from '@bufbuild/protobuf';
 import { FileDescriptorProtoSchema } from '@bufbuild/protobuf/wkt';
 import { SERVICES } from '@mcs/kit/config';
 import { registry } from '@mcs/proto';
-import { REPO_ROOT, type Stack, startStack, stockHealthClient, stockReflectionClient } from '@mcs/testkit';
+import {
+  REPO_ROOT,
+  type Stack,
+  startStack,
+  stockHealthClient,
+  stockReflectionClient,
+  until,
+} from '@mcs/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const run = promisify(execFile);
@@ -52,7 +59,10 @@ describe.each(SERVICES)('the %s service', (service) => {
       await expect(health.check('no.such.Service')).rejects.toMatchObject({ code: 5 }); // NOT_FOUND
       const watch = health.watch('');
       const unknown = health.watch('no.such.Service');
-      await until(() => watch.statuses.length > 0 && unknown.statuses.length > 0);
+      await until(
+        'a first status from both watches',
+        () => watch.statuses.length > 0 && unknown.statuses.length > 0,
+      );
       expect(watch.statuses).toEqual(['SERVING']);
       expect(unknown.statuses).toEqual(['SERVICE_UNKNOWN']);
       watch.cancel();
@@ -119,11 +129,3 @@ describe.each(SERVICES)('the %s service', (service) => {
     },
   );
 });
-
-async function until(ok: () => boolean, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!ok()) {
-    if (Date.now() > deadline) throw new Error(`not within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}

@@ -10,21 +10,6 @@ import pg from 'pg';
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-export async function until<T>(
-  what: string,
-  fn: () => Promise<T | undefined | false> | T | undefined | false,
-  ms: number,
-  every = 100,
-): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
-    await sleep(every);
-  }
-}
-
 export interface Outcome {
   /** What the key finally answered with: the resource id. */
   id: string;

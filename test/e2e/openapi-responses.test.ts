@@ -12,6 +12,7 @@ import {
   startReceiver,
   startStack,
   type TestCerts,
+  until,
 } from '@mcs/testkit';
 import { verifyWebhook } from '@mcs/webhook-verify';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
@@ -148,20 +149,8 @@ async function ok(method: string, path: string, body?: unknown, key = keys.secre
   return res.json;
 }
 
-async function until<T>(
-  what: string,
-  get: () => Promise<T>,
-  done: (v: T) => boolean,
-  ms = 30_000,
-): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await get();
-    if (done(v)) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(v)}`);
-    await new Promise((r) => setTimeout(r, 150));
-  }
-}
+/** The event types a receiver got, e.g. for a time-out's detail. */
+const typesAt = (r: Receiver) => new Set(r.received.map((g) => JSON.parse(g.body).type as string));
 
 beforeAll(async () => {
   certs = createTestCerts();
@@ -305,14 +294,20 @@ describe('every answer and every webhook payload validates against /v1/openapi.j
     await all.waitFor(resourceTypes.length, 30_000);
     await until(
       'every resource event type at the receiver',
-      async () => new Set(all.received.map((r) => JSON.parse(r.body).type)),
-      (seen) => resourceTypes.every((t) => seen.has(t)),
+      () => resourceTypes.every((t) => typesAt(all).has(t)),
+      {
+        timeoutMs: 30_000,
+        detail: () => `got: ${[...typesAt(all)].join(', ')}`,
+      },
     );
     await ok('GET', `/v1/webhooks/${hookAll.id}/deliveries`);
     const unhealthy = await until(
       'the failing endpoint to become unhealthy',
-      () => ok('GET', `/v1/webhooks/${hookFailing.id}`),
-      (e) => e.status === 'unhealthy',
+      async () => {
+        const e = await ok('GET', `/v1/webhooks/${hookFailing.id}`);
+        return e.status === 'unhealthy' && e;
+      },
+      30_000,
     );
     expect(unhealthy.failing_since).not.toBeNull();
     expect(unhealthy.last_error).not.toBeNull();
@@ -323,8 +318,11 @@ describe('every answer and every webhook payload validates against /v1/openapi.j
     await ok('POST', '/v1/products', { name: 'Spoon', price: 300, currency: 'EUR' });
     const dead = await until(
       'attempts to the endpoint nobody listens on',
-      () => ok('GET', `/v1/webhooks/${hookDead.id}/deliveries?limit=100`),
-      (l) => l.data.some((d: Json) => d.attempts.length > 0 && d.next_attempt_at !== null),
+      async () => {
+        const l = await ok('GET', `/v1/webhooks/${hookDead.id}/deliveries?limit=100`);
+        return l.data.some((d: Json) => d.attempts.length > 0 && d.next_attempt_at !== null) && l;
+      },
+      30_000,
     );
     expect(dead.data[0].attempts[0].status_code).toBeNull();
     const failingDeliveries = await ok('GET', `/v1/webhooks/${hookFailing.id}/deliveries?status=failed`);
@@ -480,11 +478,10 @@ describe('every answer and every webhook payload validates against /v1/openapi.j
     // Operational events, when the API has them: the failing endpoint went unhealthy, was
     // enabled and disabled.
     if (hookOps) {
-      await until(
-        'every operational event type',
-        async () => new Set(ops.received.map((r) => JSON.parse(r.body).type)),
-        (seen) => operational.every((t) => seen.has(t)),
-      );
+      await until('every operational event type', () => operational.every((t) => typesAt(ops).has(t)), {
+        timeoutMs: 30_000,
+        detail: () => `got: ${[...typesAt(ops)].join(', ')}`,
+      });
     }
 
     // Every webhook payload: signed, and valid against the webhooks entry of its type.

@@ -9,6 +9,7 @@ import {
   type Stack,
   startReceiver,
   startStack,
+  until,
 } from '@mcs/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -20,7 +21,6 @@ import {
   startLoad,
   streamAudit,
   summary,
-  until,
 } from './load.ts';
 
 const PARTS_OF_WORK: Part[] = ['gateway', 'accounts', 'commerce', 'messaging', 'webhooks'];
@@ -118,8 +118,7 @@ describe('two replicas of every part, one PostgreSQL, one NATS', () => {
     const recovery = await until(
       'every created resource delivered',
       () => missingDeliveries(receiver, ids).length === 0 && Date.now(),
-      60_000,
-      200,
+      { timeoutMs: 60_000, everyMs: 200 },
     );
     await sleep(1_000);
     const rows = await ledger(stack, keys.account.id);

@@ -15,6 +15,7 @@ import {
   startReceiver,
   type TestDatabase,
   type TestNats,
+  until,
 } from '@mcs/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -78,15 +79,8 @@ describe('pnpm start supervises its parts', () => {
     return pid;
   }
 
-  async function until<T>(what: string, fn: () => T | undefined | false, ms: number): Promise<T> {
-    const deadline = Date.now() + ms;
-    for (;;) {
-      const v = fn();
-      if (v) return v;
-      if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms\n${output.slice(-6_000)}`);
-      await sleep(20);
-    }
-  }
+  /** Polls every 20 ms (restarts are timed with it); a time-out shows the launcher's last output. */
+  const polling = (timeoutMs: number) => ({ timeoutMs, everyMs: 20, detail: () => output.slice(-6_000) });
 
   async function call(method: string, path: string, body?: unknown, idem?: string): Promise<Answer> {
     const at = Date.now();
@@ -151,7 +145,7 @@ describe('pnpm start supervises its parts', () => {
     launcher.once('exit', (code) => {
       exitCode = code;
     });
-    await until('mcs is up', () => output.includes('mcs is up') || exitCode !== undefined, 120_000);
+    await until('mcs is up', () => output.includes('mcs is up') || exitCode !== undefined, polling(120_000));
     expect(exitCode, output).toBeUndefined();
 
     const cli = spawn(
@@ -227,11 +221,11 @@ describe('pnpm start supervises its parts', () => {
     try {
       await sleep(1_000);
       for (const part of PARTS) {
-        const pid = await until(`${part}'s pid`, () => pidOf(part), 1_000);
+        const pid = await until(`${part}'s pid`, () => pidOf(part), polling(1_000));
         const killedAt = Date.now();
         process.kill(pid, 'SIGKILL');
         // Back: the launcher reported the new process, and that part's route answers 200 again.
-        await until(`${part} restarted`, () => pidOf(part) !== pid, BACK_WITHIN_MS * 3);
+        await until(`${part} restarted`, () => pidOf(part) !== pid, polling(BACK_WITHIN_MS * 3));
         for (;;) {
           const a = await call('GET', PROBE[part]);
           if (a.status === 200) break;
@@ -285,7 +279,7 @@ describe('pnpm start supervises its parts', () => {
         );
         return committed.every((id) => seen.has(id));
       },
-      60_000,
+      polling(60_000),
     );
     const events = new Map<string, Set<string>>();
     for (const r of receiver.received) {
@@ -314,7 +308,7 @@ describe('pnpm start supervises its parts', () => {
       await sleep(5);
     }
     try {
-      await until('the launcher exits', () => exitCode !== undefined, 120_000);
+      await until('the launcher exits', () => exitCode !== undefined, polling(120_000));
     } finally {
       squatter.close();
     }

@@ -16,6 +16,7 @@ import {
   startSmtpServer,
   startStack,
   type TestCerts,
+  until,
 } from '@mcs/testkit';
 import { verifyWebhook } from '@mcs/webhook-verify';
 import pg from 'pg';
@@ -88,16 +89,6 @@ const newOrder = (key: string) =>
     items: [{ name: 'Tea', unit_amount: 450, quantity: 2 }],
   }).then(ok);
 
-async function until<T>(fn: () => Promise<T | undefined | false>, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function endpointAt(keys: AccountKeys, url: string, extra: Record<string, unknown> = {}) {
@@ -146,7 +137,7 @@ describe('410 Gone', () => {
 
     const order = await newOrder(keys.secret_key);
     await r.waitFor(1);
-    const disabled = await until(async () => {
+    const disabled = await until('the endpoint to be disabled', async () => {
       const e = await getEndpoint(keys, ep.id);
       return e.status === 'disabled' && e;
     });
@@ -166,7 +157,7 @@ describe('410 Gone', () => {
     expect(JSON.parse(r.received[0]!.body).data.id).toBe(order.id);
 
     // One e-mail, saying why and how to re-enable.
-    await until(async () => mails().length === 1);
+    await until('the disabled e-mail', async () => mails().length === 1);
     const m = mails()[0]!;
     expect(m.subject).toContain(ep.id);
     expect(m.subject).toContain('410 Gone');
@@ -222,7 +213,7 @@ describe('410 Gone', () => {
     expect(ep.json.disable_on_gone).toBe(false);
     await newOrder(keys.secret_key);
     await r.waitFor(6, 15_000);
-    const e = await until(async () => {
+    const e = await until('the endpoint to turn unhealthy', async () => {
       const got = await getEndpoint(keys, ep.id);
       return got.status === 'unhealthy' && got;
     });
@@ -268,7 +259,10 @@ describe('Retry-After and max_rate', () => {
 
     const first = await newOrder(keys.secret_key);
     const [refused] = await slow.waitFor(1);
-    await until(async () => (await deliveriesOf(keys, paused.id))[0]?.attempt_count === 1);
+    await until(
+      'a first attempt at the paused endpoint',
+      async () => (await deliveriesOf(keys, paused.id))[0]?.attempt_count === 1,
+    );
     // During the pause: a new event goes to the other endpoint at once, and waits for this one.
     const second = await newOrder(keys.secret_key);
     const created = Date.now();
@@ -283,7 +277,7 @@ describe('Retry-After and max_rate', () => {
         .sort(),
     ).toEqual([first.id, second.id].sort());
 
-    const list = await until(async () => {
+    const list = await until('every delivery to the paused endpoint to succeed', async () => {
       const l = await deliveriesOf(keys, paused.id);
       return l.every((d) => d.status === 'succeeded') && l;
     });
@@ -316,7 +310,7 @@ describe('Retry-After and max_rate', () => {
     expect(gaps[0]).toBeLessThan(SPAN_MS + 2_500);
     expect(gaps[1]).toBeGreaterThanOrEqual(SPAN_MS - GAP_MS - 20);
     expect(gaps[1]).toBeLessThan(SPAN_MS - GAP_MS + 2_500);
-    const [d] = await until(async () => {
+    const [d] = await until('the delivery to succeed', async () => {
       const l = await deliveriesOf(keys, ep.id);
       return l[0]?.status === 'succeeded' && l;
     });
@@ -377,7 +371,7 @@ describe('early warning and operational events', () => {
 
     await newOrder(keys.secret_key);
     const [firstTry] = await r.waitFor(1);
-    const failing = await until(async () => {
+    const failing = await until('failing_since to be set', async () => {
       const e = await getEndpoint(keys, ep.id);
       return e.failing_since !== null && e;
     });
@@ -385,7 +379,7 @@ describe('early warning and operational events', () => {
     expect(Math.abs(new Date(failing.failing_since).getTime() - firstTry!.at)).toBeLessThan(2_000);
 
     const subjects = () => mails().map((m) => m.subject);
-    await until(async () => subjects().some((s) => s.includes('is unhealthy')));
+    await until('the unhealthy e-mail', async () => subjects().some((s) => s.includes('is unhealthy')));
     await sleep(500);
     // The warning first (WARN_AFTER_MS into the stretch: attempt 3), then unhealthy; one each.
     expect(subjects()).toEqual([
@@ -428,11 +422,14 @@ describe('early warning and operational events', () => {
     const ep = await endpointAt(keys, r.url);
     await newOrder(keys.secret_key);
     await r.waitFor(4);
-    await until(async () => (await getEndpoint(keys, ep.id)).failing_since === null);
-    await until(async () => mails().length === 1);
+    await until(
+      'failing_since to be cleared',
+      async () => (await getEndpoint(keys, ep.id)).failing_since === null,
+    );
+    await until('the failing e-mail', async () => mails().length === 1);
     expect(mails()[0]!.subject).toContain('is failing');
     await newOrder(keys.secret_key);
-    await until(async () => mails().length === 3, 20_000);
+    await until('all three e-mails', async () => mails().length === 3, 20_000);
     expect(mails().map((m) => m.subject.split(' ').slice(-2, -1)[0])).toEqual([
       'failing',
       'failing',
@@ -449,7 +446,7 @@ describe('invariants across a crash', () => {
     const ep = await endpointAt(keys, r.url);
     const first = await newOrder(keys.secret_key);
     const [refused] = await r.waitFor(1);
-    await until(async () => (await deliveriesOf(keys, ep.id))[0]?.attempt_count === 1);
+    await until('a first attempt', async () => (await deliveriesOf(keys, ep.id))[0]?.attempt_count === 1);
     await stack.kill('webhooks', 'SIGKILL');
     const second = await newOrder(keys.secret_key);
     await stack.restart('webhooks');

@@ -1,7 +1,7 @@
 // Faults of the delivery engine: kill -9 of the webhooks service while deliveries are between
 // retries (and some attempts in flight), events created while it is down, restart: every
 // delivery still completes (docs/api.md, "Events and deliveries": retries survive restarts of any process).
-import { createTestCerts, type Receiver, type Stack, startReceiver, startStack } from '@mcs/testkit';
+import { createTestCerts, type Receiver, type Stack, startReceiver, startStack, until } from '@mcs/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 let stack: Stack;
@@ -34,16 +34,6 @@ async function api(key: string, method: string, path: string, body?: unknown) {
   return res.json as Record<string, any>;
 }
 
-async function until<T>(fn: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs: number) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 describe('kill -9 of the webhooks service', () => {
   it('loses no delivery: all complete after a restart', async () => {
     const keys = await stack.createAccount();
@@ -70,7 +60,7 @@ describe('kill -9 of the webhooks service', () => {
 
     for (let i = 0; i < 10; i++) await order();
     // Mid-retry: every event had its first attempt, and they are far from done.
-    await until(() => seen.size === 10, 15_000);
+    await until('all 10 events at the receiver', () => seen.size === 10, 15_000);
     expect(succeeded.size).toBeLessThan(10);
     const doneAtKill = succeeded.size;
     await stack.kill('webhooks', 'SIGKILL');
@@ -80,15 +70,19 @@ describe('kill -9 of the webhooks service', () => {
     for (let i = 0; i < 3; i++) await order();
     await stack.restart('webhooks');
     const restartedAt = Date.now();
-    await until(() => succeeded.size === 13, 20_000);
+    await until('13 successful deliveries at the receiver', () => succeeded.size === 13, 20_000);
     console.info(
       `${doneAtKill}/10 done at kill -9; restart took ${restartedAt - killedAt} ms; all 13 done ${Date.now() - restartedAt} ms after restart`,
     );
 
-    const list = await until(async () => {
-      const res = await api(keys.secret_key, 'GET', `/v1/webhooks/${endpoint.id}/deliveries?limit=100`);
-      return res.data.length === 13 && res.data.every((d: any) => d.status === 'succeeded') && res.data;
-    }, 10_000);
+    const list = await until(
+      '13 succeeded deliveries listed',
+      async () => {
+        const res = await api(keys.secret_key, 'GET', `/v1/webhooks/${endpoint.id}/deliveries?limit=100`);
+        return res.data.length === 13 && res.data.every((d: any) => d.status === 'succeeded') && res.data;
+      },
+      10_000,
+    );
     for (const d of list) {
       // The receiver saw the three failures and the success of every event. An attempt in flight
       // at the kill reached the receiver but was never recorded (the process died before its

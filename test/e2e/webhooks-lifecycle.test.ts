@@ -12,6 +12,7 @@ import {
   startSmtpServer,
   startStack,
   type TestCerts,
+  until,
 } from '@mcs/testkit';
 import { verifyServiceSignature, verifyWebhook } from '@mcs/webhook-verify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -71,16 +72,6 @@ const newOrder = (key: string) =>
     items: [{ name: 'Tea', unit_amount: 450, quantity: 2 }],
   }).then(ok);
 
-async function until<T>(fn: () => Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function endpointAt(keys: AccountKeys, url: string, events: string[] = ['order.created']) {
@@ -116,7 +107,7 @@ describe('retries and endpoint health', () => {
     // early warning, sent when half the retries were spent: webhooks-controls.test.ts).
     const toOwner = () => smtp.messages.filter((m) => m.to.includes(email));
     const mails = () => toOwner().filter((m) => m.subject.includes('is unhealthy'));
-    await until(async () => mails().length === 1);
+    await until('the unhealthy e-mail', async () => mails().length === 1);
     expect(toOwner().filter((m) => m.subject.includes('is failing'))).toHaveLength(1);
     const m = mails()[0]!;
     expect(m.to).toEqual([email]);
@@ -200,7 +191,7 @@ describe('retries and endpoint health', () => {
     expect(resent).toMatchObject({ id: failed!.id, object: 'webhook_delivery', status: 'pending' });
     ok(await api(keys.secret_key, 'POST', `/v1/webhooks/${ep.id}/deliveries/${skipped!.id}/retry`));
     await r.waitFor(9);
-    const after = await until(async () => {
+    const after = await until('every delivery to succeed', async () => {
       const data = await deliveriesOf(keys, ep.id);
       return data.every((d) => d.status === 'succeeded') && data;
     });
@@ -218,7 +209,7 @@ describe('retries and endpoint health', () => {
     // A later transition is a new one, with its own e-mail.
     r.reply = () => ({ status: 503 });
     await newOrder(keys.secret_key);
-    await until(async () => mails().length === 2);
+    await until('a second unhealthy e-mail', async () => mails().length === 2);
     expect(mails()[1]!.messageId).not.toBe(m.messageId);
     await sleep(500);
     expect(mails()).toHaveLength(2);
@@ -232,7 +223,7 @@ describe('retries and endpoint health', () => {
     const ep = await endpointAt(keys, r.url);
     await newOrder(keys.secret_key);
     await r.waitFor(2, 10_000);
-    const [d] = await until(async () => {
+    const [d] = await until('the delivery to succeed', async () => {
       const data = await deliveriesOf(keys, ep.id);
       return data[0]?.status === 'succeeded' && data;
     });
@@ -312,7 +303,9 @@ describe('endpoint management', () => {
     expect(bad.status).toBe(400);
     expect(bad.json.error).toMatchObject({ code: 'invalid_value', param: 'type' });
 
-    await until(async () => (await deliveriesOf(keys, ep.id)).every((d) => d.status === 'succeeded'));
+    await until('every delivery to succeed', async () =>
+      (await deliveriesOf(keys, ep.id)).every((d) => d.status === 'succeeded'),
+    );
     expect((await api(keys.secret_key, 'GET', `/v1/events/${sent.event}`)).status).toBe(404);
     expect(ok(await api(keys.secret_key, 'GET', '/v1/events')).data).toEqual([]);
     await sleep(300);

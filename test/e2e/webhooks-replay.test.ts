@@ -11,6 +11,7 @@ import {
   startReceiver,
   startStack,
   type TestCerts,
+  until,
 } from '@mcs/testkit';
 import { verifyWebhook } from '@mcs/webhook-verify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -69,16 +70,6 @@ const newOrder = (key: string) =>
     items: [{ name: 'Tea', unit_amount: 450, quantity: 2 }],
   }).then(ok);
 
-async function until<T>(fn: () => Promise<T | undefined | false>, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function endpointAt(keys: AccountKeys, url: string, events: string[] = ['order.created'], extra = {}) {
@@ -100,6 +91,7 @@ async function makeUnhealthy(keys: AccountKeys, r: Receiver, epId: string) {
   await newOrder(keys.secret_key);
   await r.waitFor(before + 6, 15_000);
   await until(
+    'the endpoint to turn unhealthy',
     async () => ok(await api(keys.secret_key, 'GET', `/v1/webhooks/${epId}`)).status === 'unhealthy',
   );
 }
@@ -122,6 +114,7 @@ describe('recovery with replay', () => {
     // Three events while unhealthy: recorded as skipped, nothing sent.
     for (let i = 0; i < 3; i++) await newOrder(keys.secret_key);
     await until(
+      '3 skipped deliveries',
       async () => (await deliveriesOf(keys, ep.id)).filter((d) => d.status === 'skipped').length === 3,
     );
     const sent = r.received.length;
@@ -168,7 +161,7 @@ describe('recovery with replay', () => {
 
     // Progress is visible while it runs (2 a second here), and it ends completed.
     const seen = new Set<number>();
-    const done = await until(async () => {
+    const done = await until('the recovery to complete', async () => {
       const now = ok(await api(keys.secret_key, 'GET', `/v1/webhooks/${ep.id}/recoveries/${rec.id}`));
       seen.add(now.queued);
       return now.status === 'completed' && now.deliveries.succeeded === 3 && now;
@@ -203,7 +196,9 @@ describe('recovery with replay', () => {
     expect(again.total).toBe(1);
     const [last] = (await r.waitFor(sent + 4)).slice(sent + 3);
     expect(JSON.parse(last!.body).id).toBe(failedEvent);
-    await until(async () => (await deliveriesOf(keys, ep.id)).every((d) => d.status === 'succeeded'));
+    await until('every delivery to succeed', async () =>
+      (await deliveriesOf(keys, ep.id)).every((d) => d.status === 'succeeded'),
+    );
     expect(await deliveriesOf(keys, ep.id)).toHaveLength(5);
   });
 
@@ -229,7 +224,7 @@ describe('recovery with replay', () => {
     ok(await api(keys.secret_key, 'POST', `/v1/webhooks/${peer.id}/enable`));
     await newOrder(other.secret_key);
     await newOrder(keys.live_secret_key);
-    const log = await until(async () => {
+    const log = await until('all 7 events in the log', async () => {
       const all = ok(await api(keys.secret_key, 'GET', '/v1/events?limit=100')).data as Array<
         Record<string, any>
       >;
@@ -246,7 +241,7 @@ describe('recovery with replay', () => {
     // Since before all of it: the two orders and the peer's disabled event, nothing else.
     const rec = ok(await api(keys.secret_key, 'POST', `/v1/webhooks/${ep.id}/recover`, { since: t0 }));
     expect(rec).toMatchObject({ status: 'running', total: 3, queued: 0 });
-    const done = await until(async () => {
+    const done = await until('the recovery to complete', async () => {
       const now = ok(await api(keys.secret_key, 'GET', `/v1/webhooks/${ep.id}/recoveries/${rec.id}`));
       return now.status === 'completed' && now.deliveries.succeeded === 3 && now;
     });
@@ -270,6 +265,7 @@ describe('recovery with replay', () => {
     const again = ok(await api(keys.secret_key, 'POST', `/v1/webhooks/${ep.id}/recover`, { since: t0 }));
     expect(again.total).toBe(0);
     await until(
+      'the empty recovery to complete',
       async () =>
         ok(await api(keys.secret_key, 'GET', `/v1/webhooks/${ep.id}/recoveries/${again.id}`)).status ===
         'completed',
@@ -287,7 +283,9 @@ describe('recovery with replay', () => {
     await makeUnhealthy(keys, r, ep.id);
     const failedEvent = JSON.parse(r.received.at(-1)!.body).id as string;
     await newOrder(keys.secret_key);
-    await until(async () => (await deliveriesOf(keys, ep.id)).some((d) => d.status === 'skipped'));
+    await until('a skipped delivery', async () =>
+      (await deliveriesOf(keys, ep.id)).some((d) => d.status === 'skipped'),
+    );
 
     // Probes fail while the receiver is down (backing off), then one succeeds.
     let probes = 0;
@@ -300,6 +298,7 @@ describe('recovery with replay', () => {
       return { status: 200 };
     };
     await until(
+      'the probe to re-enable the endpoint',
       async () => ok(await api(keys.secret_key, 'GET', `/v1/webhooks/${ep.id}`)).status === 'enabled',
     );
     const pings = r.received.filter((g) => JSON.parse(g.body).type === 'ping');
@@ -316,7 +315,9 @@ describe('recovery with replay', () => {
     expect(gaps[1]!).toBeGreaterThan(gaps[0]! * 1.5);
 
     // The backlog (the failed delivery and the skipped one) is replayed.
-    await until(async () => (await deliveriesOf(keys, ep.id)).every((d) => d.status === 'succeeded'));
+    await until('every delivery to succeed', async () =>
+      (await deliveriesOf(keys, ep.id)).every((d) => d.status === 'succeeded'),
+    );
     const list = await deliveriesOf(keys, ep.id);
     expect(list).toHaveLength(2);
     expect(list.map((d) => d.event)).toContain(failedEvent);
@@ -376,7 +377,7 @@ describe('event resend', () => {
     expect((await api(keys.secret_key, 'POST', '/v1/events/evt_nope/resend')).status).toBe(404);
 
     // Each resend is a delivery of its own; the first one is untouched.
-    const listB = await until(async () => {
+    const listB = await until('3 succeeded deliveries at endpoint B', async () => {
       const l = await deliveriesOf(keys, epB.id);
       return l.length === 3 && l.every((d) => d.status === 'succeeded') && l;
     });
@@ -417,7 +418,7 @@ describe('event resend', () => {
     expect(busy.json.error.message).toContain(job.id);
     expect(Number(busy.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
 
-    const done = await until(async () => {
+    const done = await until('the resend to complete', async () => {
       const now = ok(await api(keys.secret_key, 'GET', `/v1/event_resends/${job.id}`));
       return now.status === 'completed' && now.deliveries.succeeded === 4 && now;
     });
@@ -516,7 +517,7 @@ describe('ordered delivery (ordering: "per_resource")', () => {
     expect(u.some((e) => e.type === 'order.updated' && e.at < createdOk.at)).toBe(true);
 
     // Every delivery once, all succeeded.
-    const list = await until(async () => {
+    const list = await until('5 succeeded deliveries in order', async () => {
       const l = await deliveriesOf(keys, epO.id);
       return l.length === 5 && l.every((d) => d.status === 'succeeded') && l;
     });
@@ -536,6 +537,7 @@ describe('restarts', () => {
     const orders: string[] = [];
     for (let i = 0; i < 6; i++) orders.push((await newOrder(keys.secret_key)).id);
     await until(
+      '6 skipped deliveries',
       async () => (await deliveriesOf(keys, ep.id)).filter((d) => d.status === 'skipped').length === 6,
     );
     r.reply = () => ({ status: 200 });
@@ -543,7 +545,7 @@ describe('restarts', () => {
     const rec = ok(await api(keys.secret_key, 'POST', `/v1/webhooks/${ep.id}/recover`, { since }));
     expect(rec.total).toBe(6);
     // 2 a second: kill it once the first chunk is queued, before the last.
-    const mid = await until(async () => {
+    const mid = await until('the recovery to have queued 2', async () => {
       const now = ok(await api(keys.secret_key, 'GET', `/v1/webhooks/${ep.id}/recoveries/${rec.id}`));
       return now.queued >= 2 && now;
     });
@@ -551,15 +553,19 @@ describe('restarts', () => {
     expect(mid.status).toBe('running');
     await stack.restart('webhooks');
 
-    const done = await until(async () => {
-      const now = await api(keys.secret_key, 'GET', `/v1/webhooks/${ep.id}/recoveries/${rec.id}`);
-      return (
-        now.status === 200 &&
-        now.json.status === 'completed' &&
-        now.json.deliveries.succeeded === 6 &&
-        now.json
-      );
-    }, 30_000);
+    const done = await until(
+      'the recovery to complete',
+      async () => {
+        const now = await api(keys.secret_key, 'GET', `/v1/webhooks/${ep.id}/recoveries/${rec.id}`);
+        return (
+          now.status === 200 &&
+          now.json.status === 'completed' &&
+          now.json.deliveries.succeeded === 6 &&
+          now.json
+        );
+      },
+      30_000,
+    );
     expect(done).toMatchObject({ total: 6, queued: 6 });
     // Every skipped order arrived (at least once: an attempt cut by the kill may be repeated),
     // and no delivery row was added.

@@ -8,6 +8,8 @@ import { pgSchema, text } from 'drizzle-orm/pg-core';
 import { AckPolicy, connect, DeliverPolicy, type JetStreamClient, type NatsConnection } from 'nats';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+// testkit is built on kit, so kit cannot depend on it (a cycle); until.ts imports nothing.
+import { until } from '../../testkit/src/until.ts';
 import { DEFAULT_DATABASE_URL, DEFAULT_NATS_URL } from './config.ts';
 import { createDatabase, type Database } from './db.ts';
 import { createLogger } from './log.ts';
@@ -160,16 +162,6 @@ async function streamMessages(): Promise<Array<{ id: string; seq: string | undef
   return ids;
 }
 
-async function until<T>(fn: () => Promise<T | undefined | false>, timeoutMs = 5_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 const outboxIds = async () =>
   (await database.pool.query<{ event_id: string }>('select event_id from relay_test.outbox')).rows.map(
     (r) => r.event_id,
@@ -187,12 +179,12 @@ describe('outbox relay', () => {
         (await appendEvent(tx, outbox, newEvent())).id,
       ]),
     );
-    const got = await until(async () => {
+    const got = await until('both events in the stream', async () => {
       const all = await streamEventIds();
       return all.length >= before + 2 && all;
     });
     expect(got.slice(before)).toEqual(expect.arrayContaining(ids));
-    await until(async () => (await outboxIds()).length === 0);
+    await until('an empty outbox', async () => (await outboxIds()).length === 0);
     // Nothing read back: besides the start-up poll's one look, the relay sent one delete for both.
     const own = statements.filter((st) => !st.text.startsWith('select 1 from'));
     expect(own.map((st) => st.text)).toEqual([expect.stringMatching(/^delete from .* = any/)]);
@@ -214,7 +206,7 @@ describe('outbox relay', () => {
       insertWithEvent(database.db, things, { id: `thing_${n}` }, { outbox, of: () => made }),
     );
     // Its event id is made inside insertWithEvent: read it from the stream.
-    const two = await until(async () => {
+    const two = await until('two events in the stream', async () => {
       const all = (await streamMessages()).slice(before);
       return all.length >= 2 && all;
     });
@@ -226,7 +218,7 @@ describe('outbox relay', () => {
       ),
     );
     ids.push((await appendEvent(database.db, outbox, newEvent())).id);
-    const got = await until(async () => {
+    const got = await until('four events in the stream', async () => {
       const all = (await streamMessages()).slice(before);
       return all.length >= 4 && all;
     });
@@ -256,7 +248,7 @@ describe('outbox relay', () => {
         return e;
       });
     });
-    await until(async () => (await outboxIds()).length === 0);
+    await until('an empty outbox', async () => (await outboxIds()).length === 0);
     await new Promise((res) => setTimeout(res, 200));
     expect((await streamEventIds()).slice(before)).toEqual([kept.id]);
   });
@@ -274,7 +266,7 @@ describe('outbox relay', () => {
         .catch(() => {});
       return database.db.transaction((tx) => appendEvent(tx, outbox, newEvent()));
     });
-    await until(async () => (await outboxIds()).length === 0);
+    await until('an empty outbox', async () => (await outboxIds()).length === 0);
     await new Promise((res) => setTimeout(res, 200));
     expect((await streamEventIds()).slice(before)).toEqual([kept.id]);
     // Both ids were asked for; only the committed one existed.
@@ -295,7 +287,7 @@ describe('outbox relay', () => {
       insertWithEvent(database.db, things, { id: 'thing_1' }, { outbox, of: () => newEvent() }),
     );
     expect(b).toBeUndefined();
-    await until(async () => (await outboxIds()).length === 0);
+    await until('an empty outbox', async () => (await outboxIds()).length === 0);
     await new Promise((res) => setTimeout(res, 200));
     expect((await streamStart()).state.messages).toBe(before + 1);
   });
@@ -335,9 +327,9 @@ describe('outbox relay', () => {
       }),
     );
     // Published at the end of the event-loop turn, with whatever else committed in it.
-    await until(async () => calls.length > 0);
+    await until('the relay to publish', async () => calls.length > 0);
     expect(calls).toEqual([event.id]);
-    await until(async () => (await outboxIds()).length === 0);
+    await until('an empty outbox', async () => (await outboxIds()).length === 0);
   });
 
   it('leaves a row whose publish failed to the poll, which takes it once it has aged', async () => {
@@ -356,7 +348,7 @@ describe('outbox relay', () => {
     await new Promise((res) => setTimeout(res, 100));
     expect(await outboxIds()).toEqual([event.id]);
     failing = false;
-    await until(async () => (await outboxIds()).length === 0);
+    await until('an empty outbox', async () => (await outboxIds()).length === 0);
     expect(Date.now() - committedAt).toBeGreaterThanOrEqual(550);
     const ids = await streamEventIds();
     expect(ids.slice(before)).toEqual([event.id]);
@@ -371,7 +363,7 @@ describe('outbox relay', () => {
     relay({ pollMs: 50, minAgeMs: 500 });
     await new Promise((res) => setTimeout(res, 250));
     expect(await outboxIds()).toEqual([event.id]);
-    await until(async () => (await outboxIds()).length === 0);
+    await until('an empty outbox', async () => (await outboxIds()).length === 0);
     expect(Date.now() - started).toBeGreaterThanOrEqual(400);
     expect((await streamEventIds()).slice(before)).toEqual([event.id]);
   });
@@ -382,7 +374,7 @@ describe('outbox relay', () => {
     await database.db.insert(outbox).values(row);
     const before = (await streamStart()).state.messages;
     r.wake();
-    await until(async () => (await outboxIds()).length === 0);
+    await until('an empty outbox', async () => (await outboxIds()).length === 0);
     expect((await streamEventIds()).slice(before)).toEqual([event.id]);
   });
 
@@ -398,7 +390,7 @@ describe('outbox relay', () => {
         return out;
       }),
     );
-    await until(async () => (await outboxIds()).length === 0);
+    await until('an empty outbox', async () => (await outboxIds()).length === 0);
     // 40 published events, one delete statement (the window collects them).
     expect(deletes().map((st) => (st.values![0] as string[]).length)).toEqual([40]);
     expect((await streamStart()).state.messages).toBe(before + 40);
@@ -406,7 +398,7 @@ describe('outbox relay', () => {
     r.publish(
       list.map((e) => ({ eventId: e.id, type: 'order.created', payload: toBinary(events.EventSchema, e) })),
     );
-    await until(async () => deletes().length === 2);
+    await until('a second delete statement', async () => deletes().length === 2);
     expect((await streamStart()).state.messages).toBe(before + 40);
   });
 });

@@ -37,3 +37,4 @@ export {
   startStack,
   waitForPort,
 } from './stack.ts';
+export { type NotYet, type UntilOptions, until } from './until.ts';

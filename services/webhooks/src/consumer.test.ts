@@ -7,7 +7,7 @@ import type { Caller } from '@mcs/kit/caller';
 import { createLogger } from '@mcs/kit/log';
 import { connectNats, ensureStream, type StreamNames, streamNames } from '@mcs/kit/nats';
 import { commerce, events } from '@mcs/proto';
-import { createTestNats, freshDatabase, type MigratedDatabase, type TestNats } from '@mcs/testkit';
+import { createTestNats, freshDatabase, type MigratedDatabase, type TestNats, until } from '@mcs/testkit';
 import type { NatsConnection } from 'nats';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startConsumer } from './consumer.ts';
@@ -76,16 +76,6 @@ function orderEvent(caller: Caller, type = events.EventType.ORDER_CREATED) {
 async function count(sql: string, params: unknown[]): Promise<number> {
   const { rows } = await db.pool.query<{ n: number }>(sql, params);
   return rows[0]!.n;
-}
-
-async function until<T>(fn: () => Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 25));
-  }
 }
 
 describe('fan-out (recordEvents)', () => {
@@ -206,14 +196,14 @@ describe('consumer', () => {
         onQueued: (q) => got.push(...q),
       }),
     );
-    await until(async () => got.length >= 20);
+    await until('20 enqueued deliveries', async () => got.length >= 20);
     const jsm = await nc.jetstreamManager();
-    await until(async () => {
+    await until('the consumer to have acked everything', async () => {
       const info = await jsm.consumers.info(names.stream, names.durable('webhooks'));
       return info.num_ack_pending === 0 && info.num_pending === 0;
     });
     // Interest retention: once the only consumer acked (or terminated) them, the stream keeps none.
-    await until(async () => (await jsm.streams.info(names.stream)).state.messages === 0);
+    await until('an empty stream', async () => (await jsm.streams.info(names.stream)).state.messages === 0);
     await new Promise((r) => setTimeout(r, 200));
     expect(new Set(got.map((q) => q.deliveryId)).size).toBe(20);
     expect(got).toHaveLength(20);
@@ -246,13 +236,13 @@ describe('consumer', () => {
     );
     await nc.jetstream().publish(names.subject('order.created'), e.payload, { msgID: e.event.id });
     const jsm = await nc.jetstreamManager();
-    await until(async () => {
+    await until('the event to be delivered to a consumer', async () => {
       const info = await jsm.consumers.info(names.stream, names.durable('webhooks'));
       return info.num_redelivered > 0 || info.num_ack_pending > 0;
     });
     expect(got).toEqual([]);
     refuse = false;
-    await until(async () => got.length === 1, 10_000);
+    await until('the redelivered event to be enqueued', async () => got.length === 1, 10_000);
     expect(got[0]!.target!.eventId).toBe(e.event.id);
   });
 });

@@ -12,6 +12,7 @@ import {
   type MigratedDatabase,
   type Receiver,
   startReceiver,
+  until,
 } from '@mcs/testkit';
 import { verifyWebhook } from '@mcs/webhook-verify';
 import { drizzle } from 'drizzle-orm/node-postgres';
@@ -123,16 +124,6 @@ async function deliveryRow(id: string) {
   return rows[0];
 }
 
-async function until<T>(fn: () => Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
-
 describe('delivery engine', () => {
   it('delivers once, signed with both schemes, over verified TLS', async () => {
     const certs = createTestCerts();
@@ -144,7 +135,7 @@ describe('delivery engine', () => {
     const verified = verifyWebhook(secret, got!.body, got!.headers);
     expect(verified.id).toBe(event.id);
     expect(got!.headers['user-agent']).toMatch(/^mcs-webhooks\//);
-    const row = await until(async () => {
+    const row = await until('the delivery to succeed', async () => {
       const d = await deliveryRow(queued[0]!.deliveryId);
       return d.status === 'succeeded' && d;
     });
@@ -167,7 +158,7 @@ describe('delivery engine', () => {
     });
     // webhook-id stays the event id on every attempt; the timestamp is per attempt.
     expect(new Set(got.map((g) => g.headers['webhook-id'])).size).toBe(1);
-    const row = await until(async () => {
+    const row = await until('the delivery to fail', async () => {
       const d = await deliveryRow(queued[0]!.deliveryId);
       return d.status === 'failed' && d;
     });
@@ -203,7 +194,7 @@ describe('delivery engine', () => {
     const { caller } = await endpointFor(r.url);
     const { queued } = await emit(caller, engine);
     await r.waitFor(2);
-    const row = await until(async () => {
+    const row = await until('the delivery to succeed', async () => {
       const d = await deliveryRow(queued[0]!.deliveryId);
       return d.status === 'succeeded' && d;
     });
@@ -225,7 +216,7 @@ describe('delivery engine', () => {
     const { caller } = await endpointFor(r.url);
     const { queued } = await emit(caller, engine);
     await r.waitFor(1);
-    const row = await until(async () => {
+    const row = await until('a first attempt', async () => {
       const d = await deliveryRow(queued[0]!.deliveryId);
       return d.attempts === 1 && d;
     });
@@ -268,7 +259,7 @@ describe('delivery engine', () => {
     const engine = setup({ allowPrivate: false, schedule: [60_000] });
     const { caller } = await endpointFor(r.url); // registered while allowed
     const { queued } = await emit(caller, engine);
-    const row = await until(async () => {
+    const row = await until('a first attempt', async () => {
       const d = await deliveryRow(queued[0]!.deliveryId);
       return d.attempts === 1 && d;
     });
@@ -287,7 +278,10 @@ describe('delivery engine', () => {
     const { queued } = await emit(caller, engine);
     const got = await r.waitFor(2, 5_000);
     expect(got[1]!.at - got[0]!.at).toBeGreaterThanOrEqual(1_195);
-    await until(async () => (await deliveryRow(queued[0]!.deliveryId)).status === 'succeeded');
+    await until(
+      'the delivery to succeed',
+      async () => (await deliveryRow(queued[0]!.deliveryId)).status === 'succeeded',
+    );
   });
 
   it('calls onNotify once per transition; a resend after re-enabling runs the schedule again', async () => {
@@ -303,14 +297,14 @@ describe('delivery engine', () => {
     const { caller, endpoint } = await endpointFor(r.url);
     const { queued } = await emit(caller, engine);
     const id = queued[0]!.deliveryId;
-    await until(async () => (await deliveryRow(id)).status === 'failed');
+    await until('the delivery to fail', async () => (await deliveryRow(id)).status === 'failed');
     expect(unhealthy).toEqual([endpoint.id]);
 
     await db.db.transaction((tx) => enableEndpoint(tx, caller, endpoint.id));
     const again = await db.db.transaction((tx) => retryDelivery(tx, caller, endpoint.id, id, engine.leaseMs));
     engine.enqueue([again.queued]);
     await r.waitFor(12, 5_000);
-    const row = await until(async () => {
+    const row = await until('the delivery to fail', async () => {
       const d = await deliveryRow(id);
       return d.status === 'failed' && d;
     });
@@ -342,7 +336,10 @@ describe('delivery engine', () => {
     // engine claims it and finds the endpoint gone. (A fresh one still holding fan-out's target
     // would be attempted once, like an attempt already in flight when the delete came.)
     engine.enqueue(event.queued.map(({ target: _, ...rest }) => rest));
-    await until(async () => (await deliveryRow(event.queued[0]!.deliveryId)).status === 'skipped');
+    await until(
+      'the delivery to be skipped',
+      async () => (await deliveryRow(event.queued[0]!.deliveryId)).status === 'skipped',
+    );
     expect(r.received).toHaveLength(0);
     await expect(db.db.transaction((tx) => deleteEndpoint(tx, caller, endpoint.id))).rejects.toThrow();
   });
@@ -360,7 +357,10 @@ describe('delivery engine', () => {
     const [got] = await r.waitFor(1, 3_000);
     expect(got!.at - recorded).toBeGreaterThanOrEqual(480);
     expect(got!.at - recorded).toBeLessThan(1_500);
-    await until(async () => (await deliveryRow(queued[0]!.deliveryId)).status === 'succeeded');
+    await until(
+      'the delivery to succeed',
+      async () => (await deliveryRow(queued[0]!.deliveryId)).status === 'succeeded',
+    );
   });
 
   it('logs an attempt that was in flight when its delivery was skipped, and a success counts', async () => {
@@ -376,7 +376,7 @@ describe('delivery engine', () => {
       `update webhooks.deliveries set status = 'skipped', next_attempt_at = null where id = $1`,
       [id],
     );
-    const row = await until(async () => {
+    const row = await until('a first attempt', async () => {
       const d = await deliveryRow(id);
       return d.attempts === 1 && d;
     });
@@ -399,7 +399,7 @@ describe('delivery engine', () => {
     const got = await r.waitFor(5);
     for (const g of got) expect(verifyWebhook(secret, g.body, g.headers).id).toMatch(/^evt_test/);
     const ids = emitted.map((e) => e.queued[0]!.deliveryId);
-    await until(async () => {
+    await until('all five deliveries to succeed at the first attempt', async () => {
       const { rows } = await db.pool.query(
         `select count(*)::int as n from webhooks.deliveries where id = any($1) and status = 'succeeded' and attempts = 1`,
         [ids],
@@ -430,7 +430,7 @@ describe('delivery engine', () => {
     engine.enqueue(emitted.flatMap((e) => e.queued));
     await r.waitFor(6);
     const ids = emitted.map((e) => e.queued[0]!.deliveryId);
-    await until(async () => {
+    await until('all six deliveries to succeed', async () => {
       const { rows } = await db.pool.query(
         `select count(*)::int as n from webhooks.deliveries where id = any($1) and status = 'succeeded'`,
         [ids],
@@ -488,7 +488,7 @@ describe('delivery engine', () => {
     const bAt = got.find((g) => g.headers['webhook-id'] === b.event.id)!.at;
     // Not before the pause ends (300 ms answer + 1 s), though its claim predates the pause.
     expect(bAt - first.at).toBeGreaterThanOrEqual(1_250);
-    await until(async () => (await deliveryRow(bItem.deliveryId)).status === 'succeeded');
+    await until('B to succeed', async () => (await deliveryRow(bItem.deliveryId)).status === 'succeeded');
     expect((await deliveryRow(bItem.deliveryId)).attempts).toBe(1);
   });
 
