@@ -604,14 +604,11 @@ export function createEngine(opts: EngineOptions): Engine {
     if (result.ok) {
       countOutcome('succeeded');
       failing.delete(item.endpointId);
-      if (target.orderingKey) {
-        // Ordered: recorded now, then the next change of its resource goes.
-        await recordAttempt(db, policy, attempted, clock());
-        await release(item.endpointId, target.orderingKey);
-        return;
-      }
-      // Recorded with the next group; the slot is free at once.
-      successes.add(attempted);
+      // Recorded with the next group; the slot is free at once. Ordered: the next change of its
+      // resource goes once this success is recorded — until then the claims of its resource see
+      // this delivery pending under its ordering_lease (in flight) and hold the others back.
+      const key = target.orderingKey;
+      successes.add(attempted, key ? () => release(item.endpointId, key) : undefined);
       return;
     }
     failing.add(item.endpointId);

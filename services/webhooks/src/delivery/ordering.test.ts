@@ -6,7 +6,7 @@
 import { create } from '@bufbuild/protobuf';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import type { Caller } from '@mcs/kit/caller';
-import { createDatabase } from '@mcs/kit/db';
+import { createDatabase, type Db } from '@mcs/kit/db';
 import { createLogger } from '@mcs/kit/log';
 import { commerce, events } from '@mcs/proto';
 import {
@@ -22,6 +22,7 @@ import { migrateWebhooks } from '../db/migrate.ts';
 import { createEndpoint } from '../domain/endpoints.ts';
 import { type IncomingEvent, recordEvents } from '../domain/fanout.ts';
 import { createSecretBox } from '../domain/secrets.ts';
+import { countingDb } from '../testing.ts';
 import { createEngine, type Engine } from './engine.ts';
 import { createSender } from './sender.ts';
 
@@ -40,8 +41,11 @@ afterEach(async () => {
 });
 afterAll(() => db?.close());
 
-/** One engine, as one webhooks replica runs it: its own pool (1 s time-out: a lease of 2 s). */
-function engine(): Engine {
+/**
+ * One engine, as one webhooks replica runs it: its own pool (1 s time-out: a lease of 2 s), or
+ * `on` (a counting db).
+ */
+function engine(on?: Db): Engine {
   const own = createDatabase(db.url, { name: 'ordering-engine', max: 12 });
   open.push(own);
   const sender = createSender({
@@ -51,7 +55,7 @@ function engine(): Engine {
     ca: certs.ca,
   });
   const e = createEngine({
-    db: own.db,
+    db: on ?? own.db,
     box,
     sender,
     log,
@@ -112,6 +116,14 @@ async function record(incoming: IncomingEvent[], to?: Engine) {
   const queued = await recordEvents(db.db, incoming, 3_000);
   to?.enqueue(queued);
   return queued;
+}
+
+async function waitUntil(fn: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await fn())) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((res) => setTimeout(res, 25));
+  }
 }
 
 const bodyOf = (g: Received) =>
@@ -236,5 +248,34 @@ describe('per_resource ordering with two engines on one database', () => {
       [caller.accountId],
     );
     expect(rows).toEqual([{ status: 'succeeded', n: resources.length * changesPer }]);
+  });
+  it('records ordered successes together, as unordered ones: no statement per success, order kept', async () => {
+    const r = await receiver();
+    const counted = countingDb(db.pool);
+    const e = engine(counted.db);
+    const caller = await orderedEndpoint(r.url);
+    // 8 resources, 3 changes each, recorded in one batch.
+    const orders = Array.from({ length: 8 }, (_, i) => `ord_grp${n}_${i}`);
+    const incoming = orders.flatMap((o, i) =>
+      ['a', 'b', 'c'].map((label, k) => change(caller, o, label, 100 + k * 10 + i)),
+    );
+    await record(incoming, e);
+    const got = await r.waitFor(24, 15_000);
+    for (const o of orders) expect(labels(got, o)).toEqual(['a', 'b', 'c']);
+    await waitUntil(async () => {
+      const { rows } = await db.pool.query(
+        `select count(*)::int as n from webhooks.deliveries d join webhooks.events ev on ev.id = d.event_id
+          where ev.account_id = $1 and d.status = 'succeeded'`,
+        [caller.accountId],
+      );
+      return rows[0].n === 24;
+    });
+    // Successes went through the group statement; recordAttempt's own update (one transaction
+    // per success, as ordered successes had before) never ran.
+    const single = counted.statements.filter((st) => /set status = \$1, attempts = \$2/.test(st));
+    const groups = counted.statements.filter((st) => st.includes("set status = 'succeeded'"));
+    expect(single).toHaveLength(0);
+    expect(groups.length).toBeGreaterThan(0);
+    expect(groups.length).toBeLessThan(24);
   });
 });

@@ -279,7 +279,8 @@ export async function recordSuccesses(db: Db, list: readonly Attempted[], now: D
 }
 
 export interface SuccessLog {
-  add(a: Attempted): void;
+  /** Queues success `a`; `then` runs once it is recorded (by the group, or one by one). */
+  add(a: Attempted, then?: () => Promise<void>): void;
   /** Records what is waiting now, and waits for every record under way. */
   flush(): Promise<void>;
 }
@@ -303,6 +304,17 @@ export function createSuccessLog(opts: {
   let waiting: Attempted[] = [];
   let timer: NodeJS.Timeout | null = null;
   const writing = new Set<Promise<void>>();
+  const after = new Map<Attempted, () => Promise<void>>();
+
+  /** Runs what waits for `a`'s record (an ordered success's release). */
+  async function recorded(a: Attempted): Promise<void> {
+    const then = after.get(a);
+    if (!then) return;
+    after.delete(a);
+    await then().catch((err) =>
+      opts.log.warn({ err: (err as Error).message, deliveryId: a.deliveryId }, 'after-record step failed'),
+    );
+  }
 
   async function write(list: Attempted[]): Promise<void> {
     // One row per delivery and statement: a second attempt of the same number (a lease that ran
@@ -317,9 +329,13 @@ export function createSuccessLog(opts: {
         batch.push(a);
       }
     }
+    const next: Promise<void>[] = [];
     try {
       const done = await recordSuccesses(opts.db, batch, opts.clock());
-      for (const a of batch) if (!done.has(a.deliveryId)) rest.push(a);
+      for (const a of batch) {
+        if (done.has(a.deliveryId)) next.push(recorded(a));
+        else rest.push(a);
+      }
     } catch (err) {
       opts.log.warn(
         { err: (err as Error).message, n: batch.length },
@@ -327,7 +343,8 @@ export function createSuccessLog(opts: {
       );
       rest.push(...batch);
     }
-    await Promise.allSettled(rest.map((a) => opts.single(a)));
+    for (const a of rest) next.push(opts.single(a).then(() => recorded(a)));
+    await Promise.allSettled(next);
   }
 
   function flushNow(): void {
@@ -341,7 +358,8 @@ export function createSuccessLog(opts: {
   }
 
   return {
-    add(a) {
+    add(a, then) {
+      if (then) after.set(a, then);
       waiting.push(a);
       if (waiting.length >= max || windowMs <= 0) flushNow();
       else if (!timer) timer = setTimeout(flushNow, windowMs);
