@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { pooledRandomBytes } from './random.ts';
 
 // Crockford base32 in lower case: ids sort by creation time (48-bit ms clock first, then 80
 // random bits), so "newest first" lists page by id alone. Within one process ids are strictly
@@ -13,20 +13,6 @@ export function encodeTime(ms: number): string {
     ms = Math.floor(ms / 32);
   }
   return out;
-}
-
-// Random bytes come from a pool refilled 256 ids at a time: one getrandom call per id showed in
-// the services' profiles (2 % of commerce's CPU under load), as it did for the gateway's
-// request ids.
-let pool = Buffer.alloc(0);
-let poolAt = 0;
-function random16(): Buffer {
-  if (poolAt + 16 > pool.length) {
-    pool = randomBytes(16 * 256);
-    poolAt = 0;
-  }
-  poolAt += 16;
-  return pool.subarray(poolAt - 16, poolAt);
 }
 
 let lastMs = -1;
@@ -51,7 +37,7 @@ export function newId(prefix: string, now: number = Date.now()): string {
     now = lastMs;
     rand = increment(lastRand);
   } else {
-    const bytes = random16();
+    const bytes = pooledRandomBytes(16);
     // The top bit stays clear so counting up within a millisecond has room before it wraps.
     rand = [...bytes].map((b, i) => (i === 0 ? b & 15 : b & 31));
   }
