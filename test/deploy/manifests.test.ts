@@ -193,6 +193,47 @@ describe.each(['overlays-local', 'overlays-production', 'overlays-cnpg'] as cons
       });
     });
 
+    it('exposes every part’s /metrics to Prometheus: annotations, a container port, a Service port, the NetworkPolicy', () => {
+      const all = objects();
+      const parts = workloads(all).filter(
+        (w) => w.o.kind === 'Deployment' && w.pod.containers[0].image?.includes('mcs'),
+      );
+      expect(parts.map((w) => w.o.metadata.name).sort()).toEqual([
+        'accounts',
+        'commerce',
+        'gateway',
+        'messaging',
+        'webhooks',
+      ]);
+      const scrape = all.find((o) => o.kind === 'NetworkPolicy' && o.metadata.name === 'metrics-scrape');
+      expect(scrape, 'the metrics-scrape NetworkPolicy').toBeDefined();
+      const allowed = (scrape!.spec.ingress as K8s[]).flatMap((r) => (r.ports as K8s[]).map((p) => p.port));
+      const scraped = scrape!.spec.podSelector.matchExpressions[0].values as string[];
+      const config = all.find((o) => o.kind === 'ConfigMap' && o.data?.ACCOUNTS_URL) as K8s;
+      for (const { o, pod } of parts) {
+        const name = o.metadata.name as string;
+        const a = o.spec.template.metadata.annotations ?? {};
+        expect(a['prometheus.io/scrape'], `${name} scrape annotation`).toBe('true');
+        expect(a['prometheus.io/path'], name).toBe('/metrics');
+        const port = Number(a['prometheus.io/port']);
+        const c = pod.containers[0] as K8s;
+        // The port that serves /metrics: the gateway's METRICS_PORT (gateway/src/env.ts), a
+        // service's own port (kit/server.ts answers GET /metrics over HTTP/1.1 there).
+        const served =
+          name === 'gateway'
+            ? Number((c.env as K8s[]).find((e) => e.name === 'METRICS_PORT')?.value)
+            : Number(new URL(config.data[`${name.toUpperCase()}_URL`]).port);
+        expect(port, `${name} annotated port is the one serving /metrics`).toBe(served);
+        const containerPort = (c.ports as K8s[]).find((p) => p.containerPort === port);
+        expect(containerPort, `${name} declares its metrics port`).toBeDefined();
+        const svc = all.find((x) => x.kind === 'Service' && x.metadata.name === name);
+        const metricsPort = (svc?.spec.ports as K8s[] | undefined)?.find((p) => p.name === 'metrics');
+        expect(metricsPort?.targetPort, `${name} Service port "metrics"`).toBe(containerPort!.name);
+        expect(allowed, `${name} metrics port admitted from the monitoring namespace`).toContain(port);
+        expect(scraped).toContain(name);
+      }
+    });
+
     it('runs the migrations in a Job before the parts, with the parts’ DATABASE_URL', () => {
       const job = objects().find((o) => o.kind === 'Job' && o.metadata.name === 'migrate');
       expect(job).toBeDefined();
