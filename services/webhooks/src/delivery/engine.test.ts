@@ -240,6 +240,27 @@ describe('delivery engine', () => {
     expect(Date.now() - started).toBeLessThan(1_000);
   });
 
+  it('keeps more hanging endpoints than slots from delaying a healthy one (slow lane, shares)', async () => {
+    // Six endpoints that never answer, 4 deliveries each, against 4 slots: the old engine gave
+    // the first one all 4 slots until its time-out (5 s), then the next ones theirs.
+    const hanging = await Promise.all(Array.from({ length: 6 }, () => receiver()));
+    for (const r of hanging) r.reply = () => ({ hang: true });
+    const fast = await receiver();
+    const engine = setup({ timeoutMs: 5_000, schedule: [60_000], concurrency: 4, perEndpoint: 4 });
+    const callers = await Promise.all(hanging.map((r) => endpointFor(r.url)));
+    const b = await endpointFor(fast.url);
+    for (const a of callers) for (let i = 0; i < 4; i++) await emit(a.caller, engine);
+    const inFlight = () => hanging.reduce((sum, r) => sum + r.received.length, 0);
+    await until(async () => inFlight() >= 4); // every slot holds a hanging attempt
+    const started = Date.now();
+    await emit(b.caller, engine);
+    await fast.waitFor(1, 4_000);
+    // Within slowAfterMs (1 s: half the time-out, at most 1 s) and a turn, not a time-out.
+    expect(Date.now() - started).toBeLessThan(2_500);
+    // The hanging attempts stay bounded: 4 fast slots, the slow lane at most twice that.
+    expect(inFlight()).toBeLessThanOrEqual(12);
+  });
+
   it('gives a failing endpoint one attempt at a time until it recovers', async () => {
     const r = await receiver();
     r.reply = (_req, i) => (i < 7 ? { delayMs: 400 } : { status: 200 }); // 400 ms > the 200 ms time-out

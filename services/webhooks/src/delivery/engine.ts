@@ -32,6 +32,18 @@
 // seq) still pending or another attempt of its resource in flight; release() lets the next one
 // go once an attempt is recorded. Unordered deliveries never run any of it.
 //
+// Isolation: slow endpoints never hold the slots healthy ones need. The global cap
+// (WEBHOOK_CONCURRENCY) is the fast lane. An attempt starts there unless its endpoint's last
+// attempt failed or ran slow; one still in flight after `slowAfterMs` (a hanging or dripping
+// receiver) moves to the slow lane and gives its fast slot back at once. New attempts of failing
+// or slow endpoints start only while the slow lane holds fewer than `slowConcurrency` (half the
+// cap by default), a failing endpoint's one at a time; attempts moved there count too, up to
+// twice the cap (past that one stays in the fast lane until it ends). One endpoint holds at most
+// a quarter of the fast lane (and WEBHOOK_ENDPOINT_CONCURRENCY), and an endpoint that started an
+// attempt goes to the back of the line, so each endpoint waiting gets its turn. So a few
+// endpoints that hang, drip or fail delay a healthy one by at most `slowAfterMs`, and the
+// attempts in flight stay bounded (three times the cap).
+//
 // A delivery attempted without a claim was checked against its endpoint's status by the fan-out
 // statement a moment before; an endpoint disabled or deleted in that moment still gets that
 // attempt, as it would an attempt already in flight, and its record follows the straggler rule.
@@ -60,6 +72,10 @@ export interface EngineOptions {
   leaseMarginMs?: number;
   concurrency: number;
   perEndpoint: number;
+  /** Attempts of failing or slow endpoints in flight at most (the slow lane); default concurrency / 2. */
+  slowConcurrency?: number;
+  /** An attempt in flight this long moves to the slow lane; default min(1 s, timeoutMs / 2). */
+  slowAfterMs?: number;
   pollMs?: number;
   /** How long successes wait to be recorded together (record.ts); default 20 ms, 0: each at once. */
   groupCommitMs?: number;
@@ -119,7 +135,17 @@ export function createEngine(opts: EngineOptions): Engine {
    * healthy endpoints out of the global cap (isolation). Bounded by the number of endpoints.
    */
   const failing = new Set<string>();
-  const limitOf = (endpointId: string) => (failing.has(endpointId) ? 1 : opts.perEndpoint);
+  /** An endpoint's share of the fast lane. */
+  const share = Math.max(1, Math.min(opts.perEndpoint, Math.floor(opts.concurrency / 4)));
+  const limitOf = (endpointId: string) => (failing.has(endpointId) ? 1 : share);
+  /**
+   * Endpoints whose last attempt ran past slowAfterMs (still running, or answered that late):
+   * their attempts start in the slow lane until one answers sooner. Bounded by the endpoints.
+   */
+  const slowEndpoints = new Set<string>();
+  const slowCap = Math.max(1, opts.slowConcurrency ?? Math.floor(opts.concurrency / 2));
+  const slowAfterMs = opts.slowAfterMs ?? Math.min(1_000, Math.max(1, Math.floor(opts.timeoutMs / 2)));
+  const slowLane = (endpointId: string) => failing.has(endpointId) || slowEndpoints.has(endpointId);
   /**
    * Retry-After pauses this engine recorded (endpoint -> until, ms), each with the epoch at which
    * it was noted. The pause's statement moved the endpoint's pending rows to its end, but a copy
@@ -133,7 +159,10 @@ export function createEngine(opts: EngineOptions): Engine {
   const timers = new Set<NodeJS.Timeout>();
   const inflight = new Set<Promise<void>>();
   let queued = 0;
-  let total = 0;
+  /** Attempts in flight in each lane (see the top of this file). */
+  let fast = 0;
+  let slow = 0;
+  const lanesFull = () => fast >= opts.concurrency && slow >= slowCap;
   let stopped = false;
 
   const policy = {
@@ -292,9 +321,11 @@ export function createEngine(opts: EngineOptions): Engine {
     if (stopped) return;
     const now = clock().getTime();
     for (const [endpointId, q] of waiting) {
+      const inSlowLane = slowLane(endpointId);
+      let started = 0;
       while (
         q.length > 0 &&
-        total < opts.concurrency &&
+        (inSlowLane ? slow < slowCap : fast < opts.concurrency) &&
         (active.get(endpointId) ?? 0) < limitOf(endpointId)
       ) {
         const item = q[0]!;
@@ -313,10 +344,16 @@ export function createEngine(opts: EngineOptions): Engine {
         q.shift();
         waitingById.delete(item.deliveryId);
         queued--;
-        start(item, item.target);
+        start(item, item.target, inSlowLane);
+        started++;
       }
       if (q.length === 0) waiting.delete(endpointId);
-      if (total >= opts.concurrency) break;
+      else if (started > 0) {
+        // To the back of the line: the endpoints waiting behind it go first next time.
+        waiting.delete(endpointId);
+        waiting.set(endpointId, q);
+      }
+      if (lanesFull()) break;
     }
   }
 
@@ -519,18 +556,34 @@ export function createEngine(opts: EngineOptions): Engine {
     });
   }
 
-  function start(item: Waiting, target: AttemptTarget): void {
+  function start(item: Waiting, target: AttemptTarget, inSlowLane: boolean): void {
     if (target.maxRate === null) {
       if (maxRates.delete(item.endpointId)) slots.delete(item.endpointId);
     } else {
       maxRates.set(item.endpointId, target.maxRate);
     }
-    total++;
+    let lane: 'fast' | 'slow' = inSlowLane ? 'slow' : 'fast';
+    if (lane === 'fast') fast++;
+    else slow++;
+    // Still in flight after slowAfterMs: the fast slot goes back, the endpoint turns slow.
+    const slowTimer =
+      lane === 'fast'
+        ? setTimeout(() => {
+            slowEndpoints.add(item.endpointId);
+            if (slow >= opts.concurrency * 2) return; // the slow lane's ceiling: it keeps its fast slot
+            lane = 'slow';
+            fast--;
+            slow++;
+            pump();
+          }, slowAfterMs)
+        : undefined;
     active.set(item.endpointId, (active.get(item.endpointId) ?? 0) + 1);
-    const p = attempt(item, target)
+    const p = attempt(item, target, () => clearTimeout(slowTimer))
       .catch((err) => log.error({ err, deliveryId: item.deliveryId }, 'delivery attempt failed to run'))
       .finally(() => {
-        total--;
+        clearTimeout(slowTimer);
+        if (lane === 'fast') fast--;
+        else slow--;
         const n = (active.get(item.endpointId) ?? 1) - 1;
         if (n === 0) active.delete(item.endpointId);
         else active.set(item.endpointId, n);
@@ -540,7 +593,8 @@ export function createEngine(opts: EngineOptions): Engine {
     inflight.add(p);
   }
 
-  async function attempt(item: Waiting, target: AttemptTarget): Promise<void> {
+  /** `answered` is called when the receiver's answer (or the failure) is in, before it is recorded. */
+  async function attempt(item: Waiting, target: AttemptTarget, answered: () => void): Promise<void> {
     const startedAt = clock();
     const secret = opts.box.open(target.secretSealed);
     const timestamp = Math.floor(startedAt.getTime() / 1000);
@@ -574,6 +628,10 @@ export function createEngine(opts: EngineOptions): Engine {
       },
       { endpointId: item.endpointId, deliveryId: item.deliveryId, attempt: target.attempts + 1 },
     );
+    answered();
+    // An answer within slowAfterMs brings the endpoint back to the fast lane; a later one sends it to the slow lane.
+    if (result.latencyMs < slowAfterMs) slowEndpoints.delete(item.endpointId);
+    else slowEndpoints.add(item.endpointId);
     const attempted: Attempted = {
       deliveryId: item.deliveryId,
       endpointId: item.endpointId,
@@ -681,10 +739,17 @@ export function createEngine(opts: EngineOptions): Engine {
     if (stopped || queued >= MEMORY_QUEUE_CAP / 2) return 0;
     const now = clock();
     const lease = new Date(now.getTime() + leaseMs);
+    // Deliveries waiting in this process's memory (a slow endpoint's backlog) are left alone:
+    // they are claimed before their attempt anyway, and taking them again every poll rewrote up
+    // to 500 rows a second for nothing, slowing every other statement (fan-out included). Another
+    // replica still takes them once their lease has run out. (`not in (select …)`: a hashed
+    // subplan, one look-up per row however long the list.)
+    const mine = [...waitingById.keys()];
     const claimed = await db.execute<{ id: string; endpoint_id: string; ordered: boolean }>(sql`
       update webhooks.deliveries set next_attempt_at = ${lease}
        where id in (select id from webhooks.deliveries
                      where status = 'pending' and next_attempt_at <= ${now}
+                       and id not in (select unnest(${sql.param(mine)}::text[]))
                      order by next_attempt_at limit 500 for update skip locked)
       returning id, endpoint_id, ordering_key is not null as ordered`);
     enqueue(
