@@ -251,7 +251,7 @@ describe('delivery engine', () => {
     const b = await endpointFor(fast.url);
     for (const a of callers) for (let i = 0; i < 4; i++) await emit(a.caller, engine);
     const inFlight = () => hanging.reduce((sum, r) => sum + r.received.length, 0);
-    await until(async () => inFlight() >= 4); // every slot holds a hanging attempt
+    await until('every slot holding a hanging attempt', () => inFlight() >= 4);
     const started = Date.now();
     await emit(b.caller, engine);
     await fast.waitFor(1, 4_000);
