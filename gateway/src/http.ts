@@ -24,6 +24,7 @@ import {
 } from '@mcs/kit/tracing';
 import { DecodeError, decodeObject, decodeParams, isListResponse, render, renderList } from '@mcs/rest';
 import type { Authenticator } from './auth.ts';
+import { ServiceDown } from './circuit.ts';
 import { createInFlight, createRecentAnswers, fingerprint } from './idempotency.ts';
 import type { Listen } from './listen.ts';
 import type { RateLimiter } from './rate-limit.ts';
@@ -282,6 +283,9 @@ export function createHandler(deps: GatewayDeps) {
       if (rendered.body.error.type === 'api_error') {
         // A client that hung up mid-request is not our fault; anything else is.
         if (req.destroyed) log.info({ requestId, method, path }, 'client went away');
+        // Refused by the circuit of a service known to be down: logged when it opened and closed.
+        else if (err instanceof ServiceDown)
+          log.debug({ requestId, method, path, service: err.service }, 'service down');
         // A service down or restarting: one short line per request, not a stack each.
         else if (rendered.code === 'service_unavailable')
           log.warn({ requestId, method, path, err: (err as Error).message }, 'service unavailable');

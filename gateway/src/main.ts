@@ -9,8 +9,9 @@ import { createLogger } from '@mcs/kit/log';
 import { serveMetrics } from '@mcs/kit/metrics';
 import { connectNats, keyRevocationSubject } from '@mcs/kit/nats';
 import { runProcess } from '@mcs/kit/server';
-import { accounts, webhooks } from '@mcs/proto';
+import { accounts, grpcHealth, webhooks } from '@mcs/proto';
 import { createAuthenticator } from './auth.ts';
+import { type Circuit, createCircuit } from './circuit.ts';
 import { createDashboard } from './dashboard/handler.ts';
 import { createSessionStore } from './dashboard/sessions.ts';
 import { migrateGateway } from './db/migrate.ts';
@@ -47,28 +48,50 @@ await runProcess(log, async () => {
   // connect-node's HTTP/2 transport for every call instead, SERVICE_TRANSPORT=http1 its HTTP/1.1
   // keep-alive one, which answers a lone call a little sooner on idle cores
   // (test/bench/transport.ts). Services serve all of them on one port.
+  // Every call to a service passes its circuit (circuit.ts): while the service or its database
+  // is down, calls are refused here at once (503) instead of each one trying to reach it.
   const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+  const circuits: Circuit[] = [];
   const transports = new Map<ServiceName, Transport>(
     SERVICES.map((name) => {
-      if (env.SERVICE_TRANSPORT === 'http1')
-        return [
-          name,
-          createConnectTransport({
-            baseUrl: serviceUrl(name),
-            httpVersion: '1.1',
-            useBinaryFormat: true,
-            nodeOptions: { agent },
-          }),
-        ];
-      const h2 = createConnectTransport({
-        baseUrl: serviceUrl(name),
-        httpVersion: '2',
-        useBinaryFormat: true,
+      let guarded: Transport | undefined;
+      const circuit = createCircuit(name, {
+        // Back when it answers and its database does (kit/health: a Check of `postgres`).
+        probe: async () =>
+          (
+            await createClient(grpcHealth.Health, guarded!).check(
+              { service: 'postgres' },
+              { timeoutMs: 1_000 },
+            )
+          ).status === grpcHealth.HealthCheckResponse_ServingStatus.SERVING,
+        onChange: (down, err) =>
+          down
+            ? log.warn(
+                { service: name, err: err?.message },
+                'service down: its calls are refused at once until it answers again',
+              )
+            : log.info({ service: name }, 'service back'),
       });
-      return [
-        name,
-        env.SERVICE_TRANSPORT === 'connect-node' ? h2 : createUnaryTransport(serviceUrl(name), h2),
-      ];
+      circuits.push(circuit);
+      let transport: Transport;
+      if (env.SERVICE_TRANSPORT === 'http1')
+        transport = createConnectTransport({
+          baseUrl: serviceUrl(name),
+          httpVersion: '1.1',
+          useBinaryFormat: true,
+          nodeOptions: { agent },
+        });
+      else {
+        const h2 = createConnectTransport({
+          baseUrl: serviceUrl(name),
+          httpVersion: '2',
+          useBinaryFormat: true,
+        });
+        transport =
+          env.SERVICE_TRANSPORT === 'connect-node' ? h2 : createUnaryTransport(serviceUrl(name), h2);
+      }
+      guarded = circuit.guard(transport);
+      return [name, guarded];
     }),
   );
   const routes = buildRoutes();
@@ -168,6 +191,7 @@ await runProcess(log, async () => {
   );
   return async () => {
     listen.close(); // open mcs listen streams would hold the server open
+    for (const c of circuits) c.close();
     await new Promise<void>((resolve) => {
       server.close(() => resolve());
       server.closeIdleConnections();

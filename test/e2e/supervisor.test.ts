@@ -32,6 +32,8 @@ const PROBE: Record<Part, string> = {
 const BACK_WITHIN_MS = 5_000;
 /** What a request for a route whose service is down may take (issue 11). */
 const FAST_503_MS = 100;
+/** No answer near a hang, even on a loaded 2-core box. */
+const MAX_503_MS = 500;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -218,20 +220,29 @@ describe('pnpm start supervises its parts', () => {
     });
 
     const recovery: Record<string, number> = {};
+    const kills: number[] = [];
     try {
       await sleep(1_000);
       for (const part of PARTS) {
         const pid = await until(`${part}'s pid`, () => pidOf(part), polling(1_000));
         const killedAt = Date.now();
+        kills.push(killedAt);
         process.kill(pid, 'SIGKILL');
         // Back: the launcher reported the new process, and that part's route answers 200 again.
+        // Meanwhile that route is asked by two clients, each every 10 ms: the answers while the
+        // part is down.
+        const back = async () => {
+          for (;;) {
+            const a = await call('GET', PROBE[part]);
+            answers.push(a);
+            if (a.status === 200 && pidOf(part) !== pid) return;
+            if (Date.now() - killedAt > BACK_WITHIN_MS * 3) throw new Error(`${part} not back\n${output}`);
+            await sleep(10);
+          }
+        };
+        const probing = [back(), back()];
         await until(`${part} restarted`, () => pidOf(part) !== pid, polling(BACK_WITHIN_MS * 3));
-        for (;;) {
-          const a = await call('GET', PROBE[part]);
-          if (a.status === 200) break;
-          if (Date.now() - killedAt > BACK_WITHIN_MS * 3) throw new Error(`${part} not back\n${output}`);
-          await sleep(20);
-        }
+        await Promise.all(probing);
         recovery[part] = Date.now() - killedAt;
         await sleep(1_000);
       }
@@ -241,9 +252,23 @@ describe('pnpm start supervises its parts', () => {
     }
 
     const failures = answers.filter((a) => a.status !== 200 && a.status !== 'refused');
-    const times = failures.map((a) => a.ms).sort((x, y) => x - y);
+    // A killed process keeps its sockets until the kernel has torn it down (its memory first,
+    // then its files: a good part of a second on a loaded box), so a request sent to it until then
+    // waits for that, not for the gateway. From outside a part is down once its connections are
+    // gone, which the first answer after its kill shows; requests sent before that are held to
+    // "an answer, never a hang" only, the ones after it to the 100 ms.
+    const goneAt = kills.map((k) =>
+      Math.min(...failures.filter((a) => a.at >= k).map((a) => a.at + a.ms), Number.POSITIVE_INFINITY),
+    );
+    const inFlight = (a: Answer) => kills.some((k, i) => a.at < goneAt[i]! && a.at + a.ms >= k);
+    const cutOff = failures.filter(inFlight);
+    const times = failures
+      .filter((a) => !inFlight(a))
+      .map((a) => a.ms)
+      .sort((x, y) => x - y);
     const p50 = times[Math.floor(times.length / 2)] ?? 0;
     const p95 = times[Math.floor(times.length * 0.95)] ?? 0;
+    const p99 = times[Math.floor(times.length * 0.99)] ?? 0;
     const summary = {
       recovery,
       requests: answers.length,
@@ -252,7 +277,10 @@ describe('pnpm start supervises its parts', () => {
       refused: answers.filter((a) => a.status === 'refused').length,
       p50_503ms: Math.round(p50),
       p95_503ms: Math.round(p95),
+      p99_503ms: Math.round(p99),
       max_503ms: Math.round(times.at(-1) ?? 0),
+      cut_off_by_a_kill: cutOff.length,
+      cut_off_max_ms: Math.round(Math.max(0, ...cutOff.map((a) => a.ms))),
     };
     console.log('supervisor: kill -9 of each part', JSON.stringify(summary));
     for (const part of PARTS) expect(recovery[part], `${part} back within 5 s`).toBeLessThan(BACK_WITHIN_MS);
@@ -264,10 +292,16 @@ describe('pnpm start supervises its parts', () => {
         code: 'service_unavailable',
       });
     }
-    // Within 100 ms (the median: on a shared, overloaded 2-core box some wait for the CPU; the
-    // printed p95 shows them), and none near a hang.
-    expect(p50, `median of the 503 answers, ms`).toBeLessThanOrEqual(FAST_503_MS);
-    expect(times.at(-1) ?? 0, 'slowest 503 answer, ms').toBeLessThan(1_000);
+    // Within 100 ms: the gateway refuses a service it knows is down at once (gateway/circuit.ts).
+    // Held at p95 here, the p99 printed: while a part restarts, its new process and the next
+    // standby load their code on the same 2 cores, and on a shared box a few answers wait for the
+    // CPU (p99 110–170 ms in runs at load average 12). None near a hang.
+    expect(
+      p95,
+      `p95 of the 503 answers, ms (p50 ${Math.round(p50)}, p99 ${Math.round(p99)})`,
+    ).toBeLessThanOrEqual(FAST_503_MS);
+    expect(times.at(-1) ?? 0, 'slowest 503 answer, ms').toBeLessThanOrEqual(MAX_503_MS);
+    for (const a of cutOff) expect(a.ms, 'a request cut off by a kill, ms').toBeLessThan(2_000);
     expect(committed.length).toBeGreaterThan(50);
 
     // Every order the API accepted is delivered (a repeat carries the same event id).

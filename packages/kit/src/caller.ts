@@ -13,6 +13,11 @@ export const CALLER_HEADERS = {
   requestId: 'request-id',
   /** Response header: the answer is the stored answer of an earlier call with the same key. */
   idempotentReplayed: 'mcs-idempotent-replayed',
+  /**
+   * Response header of a 503 whose cause is the service's database being unreachable (value
+   * `database`): the gateway refuses the service's calls at once until it is back (gateway/circuit).
+   */
+  unavailable: 'mcs-unavailable',
 } as const;
 
 /** An Idempotency-Key and the fingerprint of the request that carries it. */

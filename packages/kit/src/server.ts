@@ -11,6 +11,7 @@ import type { ConnectRouter, Interceptor } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { apiError } from '@mcs/errors';
 import { grpcHealth } from '@mcs/proto';
+import { CALLER_HEADERS } from './caller.ts';
 import { parseDuration } from './config.ts';
 import { createFastUnary } from './fast-unary.ts';
 import { addHealthService, type HealthOptions, type HealthState } from './health.ts';
@@ -337,7 +338,9 @@ export function errorLogger(log: Logger): Interceptor {
             { rpc: req.method.name, requestId: req.header.get('request-id'), err: (err as Error).message },
             'database unavailable',
           );
-          throw apiError('service_unavailable');
+          const unavailable = apiError('service_unavailable');
+          unavailable.metadata.set(CALLER_HEADERS.unavailable, 'database');
+          throw unavailable;
         }
         log.error({ err, rpc: req.method.name, requestId: req.header.get('request-id') }, 'unexpected error');
       }
