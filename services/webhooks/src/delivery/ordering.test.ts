@@ -21,9 +21,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { migrateWebhooks } from '../db/migrate.ts';
 import { createEndpoint } from '../domain/endpoints.ts';
 import { type IncomingEvent, recordEvents } from '../domain/fanout.ts';
+import { startRecovery } from '../domain/replays.ts';
 import { createSecretBox } from '../domain/secrets.ts';
 import { countingDb } from '../testing.ts';
 import { createEngine, type Engine } from './engine.ts';
+import { createReplayer } from './replayer.ts';
 import { createSender } from './sender.ts';
 
 let db: MigratedDatabase;
@@ -77,8 +79,12 @@ async function receiver(): Promise<Receiver> {
 }
 
 async function orderedEndpoint(url: string): Promise<Caller> {
+  return (await orderedEndpointWithId(url)).caller;
+}
+
+async function orderedEndpointWithId(url: string): Promise<{ caller: Caller; id: string }> {
   const caller: Caller = { accountId: `acct_ord${++n}`, livemode: false };
-  await db.db.transaction((tx) =>
+  const { endpoint } = await db.db.transaction((tx) =>
     createEndpoint(
       tx,
       caller,
@@ -86,7 +92,7 @@ async function orderedEndpoint(url: string): Promise<Caller> {
       { box, policy: { allowHttp: true, allowPrivate: true } },
     ),
   );
-  return caller;
+  return { caller, id: endpoint.id };
 }
 
 /** A change of order `order` (its label as the customer's name), committed at outbox seq `seq`. */
@@ -185,6 +191,38 @@ describe('per_resource ordering with two engines on one database', () => {
     expect(got[2]!.at - got[1]!.at).toBeGreaterThanOrEqual(25);
     await new Promise((res) => setTimeout(res, 300));
     expect(r.received).toHaveLength(3);
+  });
+
+  it('a recovery sends the events that arrived while the endpoint was disabled in commit order too', async () => {
+    const r = await receiver();
+    r.reply = () => ({ status: 200, delayMs: 20 });
+    const a = engine();
+    const { caller, id } = await orderedEndpointWithId(r.url);
+    const since = new Date(Date.now() - 1_000);
+    await db.pool.query(
+      `update webhooks.endpoints set status = 'disabled', disabled_reason = 'manual' where id = $1`,
+      [id],
+    );
+    const order = `ord_rec${++n}`;
+    // Recorded while disabled: no delivery. Event ids in the reverse of the commit order.
+    const none = await record([
+      change(caller, order, 'first', 301, 'evt_ord_rec3'),
+      change(caller, order, 'second', 302, 'evt_ord_rec2'),
+      change(caller, order, 'third', 303, 'evt_ord_rec1'),
+    ]);
+    expect(none).toHaveLength(0);
+    await db.db.transaction((tx) => startRecovery(tx, caller, id, since));
+    const replayer = createReplayer({
+      db: db.db,
+      log,
+      rate: 100,
+      leaseMs: 3_000,
+      enqueue: (q) => a.enqueue(q),
+    });
+    open.push(replayer);
+    await replayer.runDue();
+    const got = await r.waitFor(3, 10_000);
+    expect(labels(got, order)).toEqual(['first', 'second', 'third']);
   });
 
   it('many resources: strict order per resource, resources in parallel, a failing change holds back only its resource', async () => {
