@@ -3,7 +3,7 @@
 // outbox seq each event carries), not the event ids nor the order the engines got them; one
 // delivery per resource is in flight at a time, whichever engine holds it; resources go in
 // parallel; a failing change holds back only its own resource.
-import { create } from '@bufbuild/protobuf';
+import { create, toBinary } from '@bufbuild/protobuf';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import type { Caller } from '@mcs/kit/caller';
 import { createDatabase, type Db } from '@mcs/kit/db';
@@ -96,11 +96,18 @@ async function orderedEndpointWithId(url: string): Promise<{ caller: Caller; id:
 }
 
 /** A change of order `order` (its label as the customer's name), committed at outbox seq `seq`. */
-function change(caller: Caller, order: string, label: string, seq: number, eventId?: string): IncomingEvent {
+function change(
+  caller: Caller,
+  order: string,
+  label: string,
+  seq: number,
+  eventId?: string,
+  atMs = Date.now(),
+): IncomingEvent {
   const event = create(events.EventSchema, {
     id: eventId ?? `evt_ord${String(++n).padStart(8, '0')}`,
     type: events.EventType.ORDER_UPDATED,
-    createdAt: timestampFromMs(Date.now()),
+    createdAt: timestampFromMs(atMs),
     data: {
       case: 'order',
       value: create(commerce.OrderSchema, {
@@ -114,7 +121,7 @@ function change(caller: Caller, order: string, label: string, seq: number, event
     livemode: caller.livemode,
     accountId: caller.accountId,
   });
-  return { event, payload: new Uint8Array(), seq: String(seq) };
+  return { event, payload: toBinary(events.EventSchema, event), seq: String(seq) };
 }
 
 /** Records `incoming` as the consumer would, and hands the fresh deliveries to `to` (or to nobody). */
@@ -204,11 +211,13 @@ describe('per_resource ordering with two engines on one database', () => {
       [id],
     );
     const order = `ord_rec${++n}`;
-    // Recorded while disabled: no delivery. Event ids in the reverse of the commit order.
+    // Recorded while disabled: no delivery. Event ids and times in the reverse of the commit
+    // order (written by replicas whose clocks differ).
+    const t = Date.now();
     const none = await record([
-      change(caller, order, 'first', 301, 'evt_ord_rec3'),
-      change(caller, order, 'second', 302, 'evt_ord_rec2'),
-      change(caller, order, 'third', 303, 'evt_ord_rec1'),
+      change(caller, order, 'first', 301, 'evt_ord_rec3', t - 10),
+      change(caller, order, 'second', 302, 'evt_ord_rec2', t - 20),
+      change(caller, order, 'third', 303, 'evt_ord_rec1', t - 30),
     ]);
     expect(none).toHaveLength(0);
     await db.db.transaction((tx) => startRecovery(tx, caller, id, since));
