@@ -212,7 +212,8 @@ describe('per_resource ordering with two engines on one database', () => {
     );
     const order = `ord_rec${++n}`;
     // Recorded while disabled: no delivery. Event ids and times in the reverse of the commit
-    // order (written by replicas whose clocks differ).
+    // order (written by replicas whose clocks differ), all after the endpoint was created.
+    await new Promise((res) => setTimeout(res, 100));
     const t = Date.now();
     const none = await record([
       change(caller, order, 'first', 301, 'evt_ord_rec3', t - 10),
