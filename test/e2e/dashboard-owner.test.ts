@@ -5,45 +5,28 @@
 // attempt, resending a failed delivery, and an endpoint's chart, test event and editing — on a
 // desktop and at phone width. Screenshots go to .data/screenshots.
 import { spawn } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
-import { REPO_ROOT, type Receiver, type Stack, startReceiver, startStack, until } from '@mcs/testkit';
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
+import { REPO_ROOT, type Receiver, type Stack, startStack, until } from '@mcs/testkit';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { accountApi, receiverPool } from './account-api.ts';
+import { DASHBOARD_STACK_ENV, launchChromium, screenshotPath, submit } from './browser.ts';
 
 let stack: Stack;
 let browser: Browser;
-const receivers: Receiver[] = [];
-const SHOTS = join(REPO_ROOT, '.data', 'screenshots');
-mkdirSync(SHOTS, { recursive: true });
-const shot = (name: string) => join(SHOTS, `owner-${name}.png`);
+const shot = screenshotPath('owner');
+const { receiver, closeAll } = receiverPool();
+const { must, newOrder } = accountApi(() => stack);
 const PASSWORD = 'a long owner pass phrase';
 
 beforeAll(async () => {
-  stack = await startStack({
-    env: {
-      WEBHOOK_RETRY_SCHEDULE: Array(5).fill('100ms').join(','),
-      WEBHOOK_TIMEOUT: '1s',
-      WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
-      WEBHOOK_ALLOW_HTTP: 'true',
-    },
-  });
-  browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--disable-quic',
-    ],
-  });
+  stack = await startStack({ env: DASHBOARD_STACK_ENV });
+  browser = await launchChromium();
 });
 
 afterAll(async () => {
   await browser?.close();
   await stack?.stop();
-  await Promise.all(receivers.map((r) => r.close()));
+  await closeAll();
 });
 
 /** `mcs accounts create --email E --password`, the password piped in as an operator would. */
@@ -64,23 +47,6 @@ async function createOwner(
   expect(code, err).toBe(0);
   const made = JSON.parse(out);
   return { id: made.account.id, secret_key: made.secret_key, live_secret_key: made.live_secret_key };
-}
-
-async function api(key: string, method: string, path: string, body?: unknown) {
-  const res = await stack.api(key, method, path, body);
-  expect(res.status, res.text).toBe(200);
-  return res.json as Record<string, any>;
-}
-
-const newOrder = (key: string) =>
-  api(key, 'POST', '/v1/orders', {
-    customer: { name: 'Ada Lovelace', phone: '+4915112345678' },
-    currency: 'EUR',
-    items: [{ name: 'Tea', unit_amount: 450, quantity: 2 }],
-  });
-
-async function submit(page: Page, selector: string): Promise<void> {
-  await Promise.all([page.waitForEvent('load'), page.locator(selector).click()]);
 }
 
 /** Signs in with the keyboard only: Tab to the fields, type, Enter. */
@@ -113,10 +79,9 @@ describe('the owner dashboard in a browser', () => {
 
   beforeAll(async () => {
     owner = await createOwner('owner@example.com');
-    failing = await startReceiver();
-    receivers.push(failing);
+    failing = await receiver();
     failing.reply = () => ({ status: 500, body: 'receiver down' });
-    const ep = await api(owner.secret_key, 'POST', '/v1/webhooks', {
+    const ep = await must(owner.secret_key, 'POST', '/v1/webhooks', {
       url: failing.url,
       events: ['order.created'],
       description: 'shop',
@@ -124,7 +89,7 @@ describe('the owner dashboard in a browser', () => {
     endpointId = ep.id;
     orderId = (await newOrder(owner.secret_key)).id;
     await until('the endpoint to turn unhealthy', async () => {
-      const got = await api(owner.secret_key, 'GET', `/v1/webhooks/${endpointId}`);
+      const got = await must(owner.secret_key, 'GET', `/v1/webhooks/${endpointId}`);
       return got.status === 'unhealthy' && got;
     });
   });
@@ -233,7 +198,7 @@ describe('the owner dashboard in a browser', () => {
 
     // The receiver recovers (and the endpoint is re-enabled); one click resends.
     failing.reply = () => ({ status: 200, body: 'thanks' });
-    await api(owner.secret_key, 'POST', `/v1/webhooks/${endpointId}/enable`);
+    await must(owner.secret_key, 'POST', `/v1/webhooks/${endpointId}/enable`);
     const before = failing.received.length;
     await submit(page, 'article.delivery button:has-text("Resend now")');
     await expect(page.locator('.flash.ok').textContent()).resolves.toContain('is being sent again');
@@ -286,7 +251,7 @@ describe('the owner dashboard in a browser', () => {
     await page.fill('#edit-description', 'shop backend, edited');
     await submit(page, '#edit-endpoint button[type=submit]');
     await expect(page.locator('.flash.ok').textContent()).resolves.toContain('saved');
-    const ep = await api(owner.secret_key, 'GET', `/v1/webhooks/${endpointId}`);
+    const ep = await must(owner.secret_key, 'GET', `/v1/webhooks/${endpointId}`);
     expect(ep.events).toEqual(['order.created', 'payment.completed']);
     expect(ep.description).toBe('shop backend, edited');
     await context.close();
@@ -301,7 +266,7 @@ describe('the owner dashboard in a browser', () => {
     await expect(page.locator('#retry-schedule').textContent()).resolves.toContain(
       "this account's test-mode schedule",
     );
-    expect(await api(owner.secret_key, 'GET', '/v1/webhook_settings')).toMatchObject({
+    expect(await must(owner.secret_key, 'GET', '/v1/webhook_settings')).toMatchObject({
       retry_schedule: ['1s', '2s'],
       custom: true,
     });
@@ -311,7 +276,7 @@ describe('the owner dashboard in a browser', () => {
       'The retry schedule was not saved',
     );
     await submit(page, '#retry-form button[name=reset]');
-    expect((await api(owner.secret_key, 'GET', '/v1/webhook_settings')).custom).toBe(false);
+    expect((await must(owner.secret_key, 'GET', '/v1/webhook_settings')).custom).toBe(false);
     await context.close();
   });
 

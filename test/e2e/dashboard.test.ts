@@ -2,78 +2,29 @@
 // an endpoint made unhealthy by a failing receiver is seen and re-enabled by the account holder,
 // after which new events flow again; endpoints are added and secrets rotated from the page;
 // publishable keys, forged POSTs, signed-out and revoked sessions are refused.
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
-import {
-  type AccountKeys,
-  REPO_ROOT,
-  type Receiver,
-  type Stack,
-  startReceiver,
-  startStack,
-  until,
-} from '@mcs/testkit';
+import { type AccountKeys, type Receiver, type Stack, startStack, until } from '@mcs/testkit';
 import { verifyServiceSignature } from '@mcs/webhook-verify';
-import { type Browser, type BrowserContext, chromium, type Locator, type Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { accountApi, receiverPool } from './account-api.ts';
+import { DASHBOARD_STACK_ENV, launchChromium, screenshotPath, submit } from './browser.ts';
 
 let stack: Stack;
 let browser: Browser;
-/** Screenshots are kept as artefacts of the run (.data is not committed). */
-const SHOTS = join(REPO_ROOT, '.data', 'screenshots');
-mkdirSync(SHOTS, { recursive: true });
-const shot = (name: string) => join(SHOTS, `dashboard-${name}.png`);
-const receivers: Receiver[] = [];
+const shot = screenshotPath('dashboard');
+const { receiver, closeAll } = receiverPool();
+const { must, newOrder } = accountApi(() => stack);
 
 beforeAll(async () => {
-  stack = await startStack({
-    env: {
-      WEBHOOK_RETRY_SCHEDULE: Array(5).fill('100ms').join(','),
-      WEBHOOK_TIMEOUT: '1s',
-      WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
-      WEBHOOK_ALLOW_HTTP: 'true',
-    },
-  });
-  browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+  stack = await startStack({ env: DASHBOARD_STACK_ENV });
+  browser = await launchChromium();
 });
 
 afterAll(async () => {
   await browser?.close();
   await stack?.stop();
-  await Promise.all(receivers.map((r) => r.close()));
+  await closeAll();
 });
-
-async function receiver(): Promise<Receiver> {
-  const r = await startReceiver();
-  receivers.push(r);
-  return r;
-}
-
-/** A request that must succeed; its JSON. */
-async function api(key: string, method: string, path: string, body?: unknown) {
-  const res = await stack.api(key, method, path, body);
-  expect(res.status, res.text).toBe(200);
-  return res.json as Record<string, any>;
-}
-
-const newOrder = (key: string) =>
-  api(key, 'POST', '/v1/orders', {
-    customer: { name: 'Ada Lovelace', phone: '+4915112345678' },
-    currency: 'EUR',
-    items: [{ name: 'Tea', unit_amount: 450, quantity: 2 }],
-  });
 
 const settingsUrl = () => `${stack.baseUrl}/dashboard/settings/api`;
 
@@ -85,12 +36,6 @@ async function signIn(context: BrowserContext, key: string): Promise<Page> {
   await page.fill('#key', key);
   await submit(page, '#key-login button[type=submit]');
   return page;
-}
-
-/** Clicks a form's button and waits for the page the POST ends on (after its redirect, if any). */
-async function submit(page: Page, selector: string | Locator): Promise<void> {
-  const button = typeof selector === 'string' ? page.locator(selector) : selector;
-  await Promise.all([page.waitForEvent('load'), button.click()]);
 }
 
 /** The session cookie header of a browser context, for forged requests from outside it. */
@@ -109,7 +54,7 @@ describe('Settings → API in a browser', () => {
     keys = await stack.createAccount();
     failing = await receiver();
     failing.reply = () => ({ status: 500, body: 'receiver down' });
-    const ep = await api(keys.secret_key, 'POST', '/v1/webhooks', {
+    const ep = await must(keys.secret_key, 'POST', '/v1/webhooks', {
       url: failing.url,
       events: ['order.created'],
       description: 'Shop backend <b>&</b>',
@@ -118,7 +63,7 @@ describe('Settings → API in a browser', () => {
     await newOrder(keys.secret_key);
     // First attempt + 5 retries 100 ms apart, then unhealthy.
     await until('the endpoint to turn unhealthy', async () => {
-      const got = await api(keys.secret_key, 'GET', `/v1/webhooks/${endpointId}`);
+      const got = await must(keys.secret_key, 'GET', `/v1/webhooks/${endpointId}`);
       return got.status === 'unhealthy' && got;
     });
   });
@@ -177,7 +122,7 @@ describe('Settings → API in a browser', () => {
     // The flash is shown once.
     await page.reload();
     await expect(page.locator('.flash').count()).resolves.toBe(0);
-    expect((await api(keys.secret_key, 'GET', `/v1/webhooks/${endpointId}`)).status).toBe('enabled');
+    expect((await must(keys.secret_key, 'GET', `/v1/webhooks/${endpointId}`)).status).toBe('enabled');
 
     failing.reply = () => ({ status: 200, body: 'ok' });
     const before = failing.received.length;
@@ -191,15 +136,15 @@ describe('Settings → API in a browser', () => {
     const own = await stack.createAccount();
     const r = await receiver();
     r.reply = () => ({ status: 503, body: 'down' });
-    const ep = await api(own.secret_key, 'POST', '/v1/webhooks', { url: r.url, events: ['order.created'] });
+    const ep = await must(own.secret_key, 'POST', '/v1/webhooks', { url: r.url, events: ['order.created'] });
     const failed = await newOrder(own.secret_key);
     await until('the endpoint to turn unhealthy', async () => {
-      const got = await api(own.secret_key, 'GET', `/v1/webhooks/${ep.id}`);
+      const got = await must(own.secret_key, 'GET', `/v1/webhooks/${ep.id}`);
       return got.status === 'unhealthy' && got;
     });
     const skipped = await newOrder(own.secret_key);
     await until('a skipped delivery', async () => {
-      const l = await api(own.secret_key, 'GET', `/v1/webhooks/${ep.id}/deliveries`);
+      const l = await must(own.secret_key, 'GET', `/v1/webhooks/${ep.id}/deliveries`);
       return l.data.some((d: { status: string }) => d.status === 'skipped') && l;
     });
     const before = r.received.length;
@@ -222,7 +167,7 @@ describe('Settings → API in a browser', () => {
       new Set([failed.id, skipped.id]),
     );
     const done = await until('the recovery to complete', async () => {
-      const now = await api(own.secret_key, 'GET', `/v1/webhooks/${ep.id}/recoveries/${recovery}`);
+      const now = await must(own.secret_key, 'GET', `/v1/webhooks/${ep.id}/recoveries/${recovery}`);
       return now.status === 'completed' && now.deliveries.succeeded === 2 && now;
     });
     expect(done).toMatchObject({ object: 'recovery', total: 2, queued: 2 });
@@ -287,7 +232,7 @@ describe('Settings → API in a browser', () => {
     expect((await forge('csrf=not-the-token')).status).toBe(403);
     const csrf = (await page.locator('input[name=csrf]').first().inputValue())!;
     expect((await forge(`csrf=${csrf}`, { origin: 'https://evil.example' })).status).toBe(403);
-    expect((await api(keys.secret_key, 'GET', `/v1/webhooks/${endpointId}`)).status).toBe('enabled');
+    expect((await must(keys.secret_key, 'GET', `/v1/webhooks/${endpointId}`)).status).toBe('enabled');
     await context.close();
   });
 

@@ -16,8 +16,9 @@ import {
   startStack,
   type TestCerts,
 } from '@mcs/testkit';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { launchChromium } from './browser.ts';
 
 let stack: Stack;
 let browser: Browser;
@@ -35,10 +36,7 @@ beforeAll(async () => {
   receiver = await startReceiver({ certs });
   keys = await stack.createAccount();
   doc = await (await fetch(`${stack.baseUrl}/v1/openapi.json`)).json();
-  browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-  });
+  browser = await launchChromium();
   page = await browser.newPage();
 }, 120_000);
 

@@ -9,10 +9,8 @@
 import {
   type AccountKeys,
   createTestCerts,
-  type Receiver,
   type SmtpServer,
   type Stack,
-  startReceiver,
   startSmtpServer,
   startStack,
   type TestCerts,
@@ -21,6 +19,7 @@ import {
 import { verifyWebhook } from '@mcs/webhook-verify';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { accountApi, receiverPool, webhookTestEnv } from './account-api.ts';
 
 /** Every retry waits GAP_MS: the schedule spans 5 × GAP_MS. */
 const GAP_MS = 300;
@@ -33,7 +32,8 @@ let stack: Stack;
 let smtp: SmtpServer;
 let certs: TestCerts;
 let db: pg.Client;
-const receivers: Receiver[] = [];
+const { receiver, closeAll } = receiverPool(() => certs);
+const { api, ok, newOrder, endpointAt, getEndpoint, deliveriesOf } = accountApi(() => stack);
 
 beforeAll(async () => {
   certs = createTestCerts();
@@ -41,12 +41,8 @@ beforeAll(async () => {
   stack = await startStack({
     replicas: { webhooks: 2 },
     env: {
-      NODE_EXTRA_CA_CERTS: certs.caFile,
-      WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
-      WEBHOOK_RETRY_SCHEDULE: Array(5).fill(`${GAP_MS}ms`).join(','),
+      ...webhookTestEnv(certs, GAP_MS),
       WEBHOOK_WARN_AFTER: `${WARN_AFTER_MS}ms`,
-      WEBHOOK_TIMEOUT: '1s',
-      WEBHOOK_LEASE_MARGIN: '1s',
       SMTP_URL: smtp.url,
       MAIL_FROM: 'alerts@mcs.test',
     },
@@ -58,53 +54,11 @@ beforeAll(async () => {
 afterAll(async () => {
   await db?.end();
   await stack?.stop();
-  await Promise.all(receivers.map((r) => r.close()));
+  await closeAll();
   await smtp?.close();
 });
 
-async function receiver(): Promise<Receiver> {
-  const r = await startReceiver({ certs });
-  receivers.push(r);
-  return r;
-}
-
-interface Res {
-  status: number;
-  text: string;
-  json: Record<string, any>;
-}
-
-const api = (key: string, method: string, path: string, body?: unknown): Promise<Res> =>
-  stack.api(key, method, path, body);
-
-function ok(res: Res): Record<string, any> {
-  expect(res.status, res.text).toBe(200);
-  return res.json;
-}
-
-const newOrder = (key: string) =>
-  api(key, 'POST', '/v1/orders', {
-    customer: { name: 'Ada Lovelace', phone: '+4915112345678' },
-    currency: 'EUR',
-    items: [{ name: 'Tea', unit_amount: 450, quantity: 2 }],
-  }).then(ok);
-
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function endpointAt(keys: AccountKeys, url: string, extra: Record<string, unknown> = {}) {
-  const ep = ok(
-    await api(keys.secret_key, 'POST', '/v1/webhooks', { url, events: ['order.created'], ...extra }),
-  );
-  return { id: ep.id as string, secret: ep.secret as string, json: ep };
-}
-
-const getEndpoint = async (keys: AccountKeys, id: string) =>
-  ok(await api(keys.secret_key, 'GET', `/v1/webhooks/${id}`));
-
-const deliveriesOf = async (keys: AccountKeys, id: string) =>
-  ok(await api(keys.secret_key, 'GET', `/v1/webhooks/${id}/deliveries?limit=100`)).data as Array<
-    Record<string, any>
-  >;
 
 /** An account with an e-mail of its own, and its mails. */
 async function account() {

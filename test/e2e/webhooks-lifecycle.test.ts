@@ -3,12 +3,9 @@
 // e-mail per unhealthy transition, re-enabling, resending, rotation, test events, updates and
 // deletion, and GET /v1/events returning exactly what deliveries carried.
 import {
-  type AccountKeys,
   createTestCerts,
-  type Receiver,
   type SmtpServer,
   type Stack,
-  startReceiver,
   startSmtpServer,
   startStack,
   type TestCerts,
@@ -16,71 +13,30 @@ import {
 } from '@mcs/testkit';
 import { verifyServiceSignature, verifyWebhook } from '@mcs/webhook-verify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { accountApi, receiverPool, webhookTestEnv } from './account-api.ts';
 
 const GAP_MS = 200;
 let stack: Stack;
 let smtp: SmtpServer;
 let certs: TestCerts;
-const receivers: Receiver[] = [];
+const { receiver, closeAll } = receiverPool(() => certs);
+const { api, ok, newOrder, endpointAt, deliveriesOf } = accountApi(() => stack);
 
 beforeAll(async () => {
   certs = createTestCerts();
   smtp = await startSmtpServer();
   stack = await startStack({
-    env: {
-      NODE_EXTRA_CA_CERTS: certs.caFile,
-      WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
-      WEBHOOK_RETRY_SCHEDULE: Array(5).fill(`${GAP_MS}ms`).join(','),
-      WEBHOOK_TIMEOUT: '1s',
-      WEBHOOK_LEASE_MARGIN: '1s',
-      SMTP_URL: smtp.url,
-      MAIL_FROM: 'alerts@mcs.test',
-    },
+    env: { ...webhookTestEnv(certs, GAP_MS), SMTP_URL: smtp.url, MAIL_FROM: 'alerts@mcs.test' },
   });
 });
 
 afterAll(async () => {
   await stack?.stop();
-  await Promise.all(receivers.map((r) => r.close()));
+  await closeAll();
   await smtp?.close();
 });
 
-async function receiver(): Promise<Receiver> {
-  const r = await startReceiver({ certs });
-  receivers.push(r);
-  return r;
-}
-
-interface Res {
-  status: number;
-  text: string;
-  json: Record<string, any>;
-}
-
-const api = (key: string, method: string, path: string, body?: unknown): Promise<Res> =>
-  stack.api(key, method, path, body);
-
-function ok(res: Res): Record<string, any> {
-  expect(res.status, res.text).toBe(200);
-  return res.json;
-}
-
-const newOrder = (key: string) =>
-  api(key, 'POST', '/v1/orders', {
-    customer: { name: 'Ada Lovelace', phone: '+4915112345678' },
-    currency: 'EUR',
-    items: [{ name: 'Tea', unit_amount: 450, quantity: 2 }],
-  }).then(ok);
-
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function endpointAt(keys: AccountKeys, url: string, events: string[] = ['order.created']) {
-  const ep = ok(await api(keys.secret_key, 'POST', '/v1/webhooks', { url, events }));
-  return { id: ep.id as string, secret: ep.secret as string };
-}
-
-const deliveriesOf = async (keys: AccountKeys, id: string) =>
-  ok(await api(keys.secret_key, 'GET', `/v1/webhooks/${id}/deliveries`)).data as Array<Record<string, any>>;
 
 describe('retries and endpoint health', () => {
   it('makes exactly 6 attempts on the schedule, turns unhealthy, e-mails once, then sends nothing', async () => {
@@ -267,8 +223,8 @@ describe('endpoint management', () => {
     const keys = await stack.createAccount();
     const r = await receiver();
     const other = await receiver();
-    const ep = await endpointAt(keys, r.url, ['order.updated', 'order.created']);
-    await endpointAt(keys, other.url, ['*']);
+    const ep = await endpointAt(keys, r.url, { events: ['order.updated', 'order.created'] });
+    await endpointAt(keys, other.url, { events: ['*'] });
 
     const sent = ok(await api(keys.secret_key, 'POST', `/v1/webhooks/${ep.id}/test`));
     expect(sent).toMatchObject({
@@ -398,7 +354,7 @@ describe('GET /v1/events', () => {
   it('returns each event exactly as it was delivered', async () => {
     const keys = await stack.createAccount();
     const r = await receiver();
-    await endpointAt(keys, r.url, ['*']);
+    await endpointAt(keys, r.url, { events: ['*'] });
     const o1 = await newOrder(keys.secret_key);
     const o2 = await newOrder(keys.secret_key);
     const got = await r.waitFor(2);

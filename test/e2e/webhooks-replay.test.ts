@@ -8,28 +8,25 @@ import {
   createTestCerts,
   type Receiver,
   type Stack,
-  startReceiver,
   startStack,
   type TestCerts,
   until,
 } from '@mcs/testkit';
 import { verifyWebhook } from '@mcs/webhook-verify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { accountApi, receiverPool, webhookTestEnv } from './account-api.ts';
 
 const GAP_MS = 200;
 let stack: Stack;
 let certs: TestCerts;
-const receivers: Receiver[] = [];
+const { receiver, closeAll } = receiverPool(() => certs);
+const { api, ok, newOrder, endpointAt, deliveriesOf } = accountApi(() => stack);
 
 beforeAll(async () => {
   certs = createTestCerts();
   stack = await startStack({
     env: {
-      NODE_EXTRA_CA_CERTS: certs.caFile,
-      WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
-      WEBHOOK_RETRY_SCHEDULE: Array(5).fill(`${GAP_MS}ms`).join(','),
-      WEBHOOK_TIMEOUT: '1s',
-      WEBHOOK_LEASE_MARGIN: '1s',
+      ...webhookTestEnv(certs, GAP_MS),
       // Slow enough that a replay of a few deliveries is seen running.
       WEBHOOK_REPLAY_RATE: '2',
       WEBHOOK_PROBE_INTERVAL: '300ms',
@@ -39,48 +36,10 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await stack?.stop();
-  await Promise.all(receivers.map((r) => r.close()));
+  await closeAll();
 });
 
-async function receiver(): Promise<Receiver> {
-  const r = await startReceiver({ certs });
-  receivers.push(r);
-  return r;
-}
-
-interface Res {
-  status: number;
-  headers: Headers;
-  text: string;
-  json: Record<string, any>;
-}
-
-const api = (key: string, method: string, path: string, body?: unknown): Promise<Res> =>
-  stack.api(key, method, path, body) as Promise<Res>;
-
-function ok(res: Res): Record<string, any> {
-  expect(res.status, res.text).toBe(200);
-  return res.json;
-}
-
-const newOrder = (key: string) =>
-  api(key, 'POST', '/v1/orders', {
-    customer: { name: 'Ada Lovelace', phone: '+4915112345678' },
-    currency: 'EUR',
-    items: [{ name: 'Tea', unit_amount: 450, quantity: 2 }],
-  }).then(ok);
-
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function endpointAt(keys: AccountKeys, url: string, events: string[] = ['order.created'], extra = {}) {
-  const ep = ok(await api(keys.secret_key, 'POST', '/v1/webhooks', { url, events, ...extra }));
-  return { id: ep.id as string, secret: ep.secret as string, created: ep };
-}
-
-const deliveriesOf = async (keys: AccountKeys, id: string) =>
-  ok(await api(keys.secret_key, 'GET', `/v1/webhooks/${id}/deliveries?limit=100`)).data as Array<
-    Record<string, any>
-  >;
 
 const eventIds = (got: { body: string }[]) => got.map((g) => JSON.parse(g.body).id as string);
 
@@ -101,7 +60,7 @@ describe('recovery with replay', () => {
     const keys = await stack.createAccount();
     const r = await receiver();
     const ep = await endpointAt(keys, r.url);
-    expect(ep.created).toMatchObject({ ordering: 'none', auto_recover: false });
+    expect(ep.json).toMatchObject({ ordering: 'none', auto_recover: false });
 
     // One success first: it is not sent again.
     await newOrder(keys.secret_key);
@@ -210,7 +169,7 @@ describe('recovery with replay', () => {
     // Before the endpoint existed: never part of its backlog, whatever `since` says.
     const early = await newOrder(keys.secret_key);
     await sleep(20);
-    const ep = await endpointAt(keys, r.url, ['*', 'webhook_endpoint.disabled']);
+    const ep = await endpointAt(keys, r.url, { events: ['*', 'webhook_endpoint.disabled'] });
     const first = await newOrder(keys.secret_key);
     await r.waitFor(1);
 
@@ -219,7 +178,7 @@ describe('recovery with replay', () => {
     const missed = [await newOrder(keys.secret_key), await newOrder(keys.secret_key)];
     // Another endpoint of the account goes disabled (an event E names) and enabled (one "*" does
     // not cover); other accounts and live mode have events of their own meanwhile.
-    const peer = await endpointAt(keys, `${r.url}peer`, ['order.updated']);
+    const peer = await endpointAt(keys, `${r.url}peer`, { events: ['order.updated'] });
     ok(await api(keys.secret_key, 'POST', `/v1/webhooks/${peer.id}`, { disabled: true }));
     ok(await api(keys.secret_key, 'POST', `/v1/webhooks/${peer.id}/enable`));
     await newOrder(other.secret_key);
@@ -278,8 +237,8 @@ describe('recovery with replay', () => {
   it('auto_recover: probes an unhealthy endpoint with a signed ping, re-enables it on 2xx and replays its backlog', async () => {
     const keys = await stack.createAccount();
     const r = await receiver();
-    const ep = await endpointAt(keys, r.url, ['order.created'], { auto_recover: true });
-    expect(ep.created.auto_recover).toBe(true);
+    const ep = await endpointAt(keys, r.url, { auto_recover: true });
+    expect(ep.json.auto_recover).toBe(true);
     await makeUnhealthy(keys, r, ep.id);
     const failedEvent = JSON.parse(r.received.at(-1)!.body).id as string;
     await newOrder(keys.secret_key);
@@ -330,9 +289,9 @@ describe('event resend', () => {
     const a = await receiver();
     const b = await receiver();
     const c = await receiver();
-    const epA = await endpointAt(keys, a.url, ['*']);
-    const epB = await endpointAt(keys, b.url, ['order.created']);
-    const epC = await endpointAt(keys, c.url, ['product.created']);
+    const epA = await endpointAt(keys, a.url, { events: ['*'] });
+    const epB = await endpointAt(keys, b.url, { events: ['order.created'] });
+    const epC = await endpointAt(keys, c.url, { events: ['product.created'] });
     await newOrder(keys.secret_key);
     const [first] = await a.waitFor(1);
     await b.waitFor(1);
@@ -388,7 +347,7 @@ describe('event resend', () => {
   it('bulk resend by time range and type: one at a time per account (429 + Retry-After), progress visible', async () => {
     const keys = await stack.createAccount();
     const r = await receiver();
-    await endpointAt(keys, r.url, ['*']);
+    await endpointAt(keys, r.url, { events: ['*'] });
     const since = new Date().toISOString();
     await sleep(5);
     for (let i = 0; i < 4; i++) await newOrder(keys.secret_key);
@@ -446,9 +405,9 @@ describe('ordered delivery (ordering: "per_resource")', () => {
     const ordered = await receiver();
     const unordered = await receiver();
     const events = ['order.created', 'order.updated'];
-    const epO = await endpointAt(keys, ordered.url, events, { ordering: 'per_resource' });
-    expect(epO.created.ordering).toBe('per_resource');
-    await endpointAt(keys, unordered.url, events);
+    const epO = await endpointAt(keys, ordered.url, { events, ordering: 'per_resource' });
+    expect(epO.json.ordering).toBe('per_resource');
+    await endpointAt(keys, unordered.url, { events });
     const bad = await api(keys.secret_key, 'POST', '/v1/webhooks', {
       url: ordered.url,
       events,

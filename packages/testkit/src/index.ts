@@ -29,6 +29,7 @@ export { apiErrorOf, freshDatabase, grpcClient, type MigratedDatabase } from './
 export { parseMail, type ReceivedMail, type SmtpServer, startSmtpServer } from './smtp.ts';
 export {
   type AccountKeys,
+  type ApiResponse,
   type Exit,
   PARTS,
   type Part,
