@@ -131,7 +131,16 @@ describe('OpenTelemetry traces', () => {
     const ofTrace = () => collector.spans.filter((s) => s.traceId === traceId);
     const find = (service: string, kind: number) =>
       ofTrace().find((s) => s.service === service && s.kind === kind);
-    for (let i = 0; i < 100 && !find('mcs-webhooks', CLIENT); i++) await sleep(100);
+    // Each part exports its spans in its own batches: wait for all six, not just the last one.
+    const wanted: Array<[string, number]> = [
+      ['mcs-gateway', SERVER],
+      ['mcs-gateway', CLIENT],
+      ['mcs-commerce', SERVER],
+      ['mcs-commerce', PRODUCER],
+      ['mcs-webhooks', CONSUMER],
+      ['mcs-webhooks', CLIENT],
+    ];
+    for (let i = 0; i < 150 && !wanted.every(([service, kind]) => find(service, kind)); i++) await sleep(100);
     const spans = ofTrace();
     const summary = spans.map((s) => `${s.service} ${s.kind} ${s.name}`);
 
