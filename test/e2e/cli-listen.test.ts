@@ -6,7 +6,7 @@ import type { ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createInterface } from 'node:readline';
-import { type AccountKeys, type Stack, startStack } from '@mcs/testkit';
+import { type AccountKeys, type Stack, startStack, until } from '@mcs/testkit';
 import { verifyServiceSignature, verifyStandardSignature } from '@mcs/webhook-verify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cliEnv, spawnCli } from './cli-helpers.ts';
@@ -79,16 +79,6 @@ function startListen(args: string[]) {
   return { child, lines, next, exited, stderr: () => stderr };
 }
 
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 describe('mcs listen', () => {
   it('forwards subscribed events re-signed, records the answers, and removes its endpoint on Ctrl-C', async () => {
     const session = startListen(['--events', 'order.created,payment.*']);
@@ -128,10 +118,14 @@ describe('mcs listen', () => {
       verifyStandardSignature(secret, hit.body, hit.headers as Record<string, string>),
     ).not.toThrow();
     expect(hit.headers['webhook-id']).toBe(forwarded.event);
-    const deliveries = await waitFor('the success to be recorded', async () => {
-      const r = await stack.api(keys.secret_key, 'GET', `/v1/webhooks/${id}/deliveries`);
-      return r.json.data[0]?.status === 'succeeded' ? r.json.data : undefined;
-    });
+    const deliveries = await until(
+      'the success to be recorded',
+      async () => {
+        const r = await stack.api(keys.secret_key, 'GET', `/v1/webhooks/${id}/deliveries`);
+        return r.json.data[0]?.status === 'succeeded' ? r.json.data : undefined;
+      },
+      20_000,
+    );
     expect(deliveries[0]).toMatchObject({ event: forwarded.event, attempt_count: 1 });
     expect(deliveries[0].attempts[0]).toMatchObject({
       status_code: 200,
@@ -144,22 +138,30 @@ describe('mcs listen', () => {
     const second = await stack.api(keys.secret_key, 'POST', '/v1/orders', ORDER);
     const failed = await session.next('forwarded', session.lines.indexOf(forwarded) + 1);
     expect(failed).toMatchObject({ status_code: 500, response_excerpt: 'boom' });
-    const retried = await waitFor('a retry of the failed delivery', async () => {
-      const r = await stack.api(keys.secret_key, 'GET', `/v1/webhooks/${id}/deliveries`);
-      const d = r.json.data.find((x: { event: string }) => x.event === failed.event);
-      return d && d.attempt_count >= 2 ? d : undefined;
-    });
+    const retried = await until(
+      'a retry of the failed delivery',
+      async () => {
+        const r = await stack.api(keys.secret_key, 'GET', `/v1/webhooks/${id}/deliveries`);
+        const d = r.json.data.find((x: { event: string }) => x.event === failed.event);
+        return d && d.attempt_count >= 2 ? d : undefined;
+      },
+      20_000,
+    );
     expect(retried.attempts[0]).toMatchObject({
       status_code: 500,
       error: 'HTTP 500',
       response_excerpt: 'boom',
     });
     answer = 200;
-    await waitFor('the retry to succeed', async () => {
-      const r = await stack.api(keys.secret_key, 'GET', `/v1/webhooks/${id}/deliveries`);
-      const d = r.json.data.find((x: { event: string }) => x.event === failed.event);
-      return d?.status === 'succeeded' ? d : undefined;
-    });
+    await until(
+      'the retry to succeed',
+      async () => {
+        const r = await stack.api(keys.secret_key, 'GET', `/v1/webhooks/${id}/deliveries`);
+        const d = r.json.data.find((x: { event: string }) => x.event === failed.event);
+        return d?.status === 'succeeded' ? d : undefined;
+      },
+      20_000,
+    );
     expect(JSON.parse(hits.at(-1)!.body).data.id).toBe(second.json.id);
 
     // A product is not subscribed: nothing arrives for it.
@@ -186,10 +188,14 @@ describe('mcs listen', () => {
     await stack.api(keys.secret_key, 'POST', '/v1/conversations', {
       customer: { name: 'Ada', phone: '+4915112345678' },
     });
-    const orphan = await waitFor('the attempt without a session', async () => {
-      const r = await stack.api(keys.secret_key, 'GET', `/v1/webhooks/${id}/deliveries`);
-      return r.json.data[0]?.attempts?.[0] ? r.json.data[0] : undefined;
-    });
+    const orphan = await until(
+      'the attempt without a session',
+      async () => {
+        const r = await stack.api(keys.secret_key, 'GET', `/v1/webhooks/${id}/deliveries`);
+        return r.json.data[0]?.attempts?.[0] ? r.json.data[0] : undefined;
+      },
+      20_000,
+    );
     expect(orphan.attempts[0]).toMatchObject({
       status_code: null,
       error: 'no mcs listen session is connected to this endpoint',
@@ -213,8 +219,10 @@ describe('mcs listen', () => {
     await new Promise((r) => setTimeout(r, 1_000));
     expect(session.child.exitCode).toBeNull();
     await stack.restart('gateway');
-    await waitFor('the CLI to reconnect', async () =>
-      session.stderr().includes('reconnected') ? true : undefined,
+    await until(
+      'the CLI to reconnect',
+      async () => (session.stderr().includes('reconnected') ? true : undefined),
+      20_000,
     );
     expect(session.stderr()).toContain('reconnecting');
     answer = 200;
@@ -237,7 +245,11 @@ describe('mcs listen', () => {
     let out = '';
     child.stdout!.on('data', (c: Buffer) => (out += c));
     const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-    await waitFor('the ready lines', async () => (out.includes('Session signing secret') ? true : undefined));
+    await until(
+      'the ready lines',
+      async () => (out.includes('Session signing secret') ? true : undefined),
+      20_000,
+    );
     expect(out).toMatch(/^Ready: forwarding product\.updated to http:\/\/127\.0\.0\.1:\d+\/hooks\n/);
     expect(out).toMatch(/Session signing secret: whsec_[A-Za-z0-9+/=]+\n/);
     answer = 200;
@@ -247,8 +259,10 @@ describe('mcs listen', () => {
       currency: 'EUR',
     });
     await stack.api(keys.secret_key, 'POST', `/v1/products/${product.json.id}`, { price: 500 });
-    await waitFor('the forwarded line', async () =>
-      out.includes('product.updated  evt_') ? true : undefined,
+    await until(
+      'the forwarded line',
+      async () => (out.includes('product.updated  evt_') ? true : undefined),
+      20_000,
     );
     expect(out).toMatch(
       /\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ {2}product\.updated {2}evt_\w+ {2}→ \[200\] POST http:\/\/127\.0\.0\.1:\d+\/hooks \(\d+ ms\)\n/,
