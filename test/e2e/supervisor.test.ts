@@ -281,6 +281,22 @@ describe('pnpm start supervises its parts', () => {
       max_503ms: Math.round(times.at(-1) ?? 0),
       cut_off_by_a_kill: cutOff.length,
       cut_off_max_ms: Math.round(Math.max(0, ...cutOff.map((a) => a.ms))),
+      // The slowest 503 after each kill (the part killed last before it), to tell where a tail comes from.
+      max_503ms_after_kill_of: Object.fromEntries(
+        PARTS.map((part, i) => [
+          part,
+          Math.round(
+            Math.max(
+              0,
+              ...failures
+                .filter(
+                  (a) => !inFlight(a) && a.at >= kills[i]! && (i + 1 >= kills.length || a.at < kills[i + 1]!),
+                )
+                .map((a) => a.ms),
+            ),
+          ),
+        ]),
+      ),
     };
     console.log('supervisor: kill -9 of each part', JSON.stringify(summary));
     for (const part of PARTS) expect(recovery[part], `${part} back within 5 s`).toBeLessThan(BACK_WITHIN_MS);
