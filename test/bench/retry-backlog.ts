@@ -67,7 +67,7 @@ const ENGINE = 'services/webhooks/src/delivery/engine.ts';
 /**
  * The claim query of engine.ts poll(): the first sql`…` template after `function poll(` that
  * touches webhooks.deliveries, its interpolations mapped to $1 (the lease: now + lease) and $2
- * (now). Falls back to the copy above, and says so.
+ * (now), and the ids held in memory (`mine`) to an empty array. Falls back to the copy above, and says so.
  */
 export function claimQuery(): { text: string; source: string } {
   try {
@@ -83,6 +83,9 @@ export function claimQuery(): { text: string; source: string } {
       if (/\bnow\b/i.test(expr)) return '$2';
       if (/^\s*\d+\s*$/.test(expr)) return expr.trim();
       if (/limit|batch|max/i.test(expr)) return String(DUE);
+      // The ids this process already holds in memory (none in an idle process with its backlog
+      // in the future): an empty text array.
+      if (/\bmine\b/.test(expr)) return `'{}'`;
       unknown ||= expr;
       return '';
     });
