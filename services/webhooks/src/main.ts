@@ -13,6 +13,7 @@ import { migrateWebhooks } from './db/migrate.ts';
 import { idempotencyKeys } from './db/schema.ts';
 import { createEngine } from './delivery/engine.ts';
 import { createListenSender } from './delivery/listen.ts';
+import { sharePauses } from './delivery/pauses.ts';
 import { createProber } from './delivery/prober.ts';
 import { createReplayer } from './delivery/replayer.ts';
 import { createSender } from './delivery/sender.ts';
@@ -68,6 +69,8 @@ await runProcess(log, async () => {
     from: env.MAIL_FROM,
     pollMs: env.MAIL_POLL_INTERVAL,
   });
+  // Pauses this replica records are told to the others (delivery/pauses.ts), bound once both exist.
+  let announcePause: (endpointId: string, until: Date) => void = () => {};
   const engine = createEngine({
     db: database.db,
     box,
@@ -80,8 +83,16 @@ await runProcess(log, async () => {
     concurrency: env.WEBHOOK_CONCURRENCY,
     perEndpoint: env.WEBHOOK_ENDPOINT_CONCURRENCY,
     onNotify: () => mailer.wake(),
+    onPause: (endpointId, until) => announcePause(endpointId, until),
     probeMs: env.WEBHOOK_PROBE_INTERVAL,
   });
+  const pauses = sharePauses({
+    nc,
+    prefix: env.MCS_NATS_PREFIX,
+    log,
+    onPaused: (endpointId, until) => engine.paused(endpointId, until),
+  });
+  announcePause = pauses.announce;
   const consumer = await startConsumer({
     nc,
     names,
@@ -137,6 +148,7 @@ await runProcess(log, async () => {
     await consumer.stop();
     await replayer.stop();
     await engine.stop();
+    pauses.stop();
     await mailer.stop();
     await sender.close();
     await nc.drain();

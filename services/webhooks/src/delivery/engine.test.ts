@@ -3,6 +3,7 @@
 import { create } from '@bufbuild/protobuf';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import type { Caller } from '@mcs/kit/caller';
+import { DEFAULT_NATS_URL } from '@mcs/kit/config';
 import type { Db } from '@mcs/kit/db';
 import { createLogger } from '@mcs/kit/log';
 import { commerce, events } from '@mcs/proto';
@@ -16,6 +17,7 @@ import {
 } from '@mcs/testkit';
 import { verifyWebhook } from '@mcs/webhook-verify';
 import { drizzle } from 'drizzle-orm/node-postgres';
+import { connect } from 'nats';
 import type pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { migrateWebhooks } from '../db/migrate.ts';
@@ -25,6 +27,7 @@ import { recordEvent } from '../domain/fanout.ts';
 import { createSecretBox } from '../domain/secrets.ts';
 import { countingDb } from '../testing.ts';
 import { createEngine, type Engine, type EngineOptions } from './engine.ts';
+import { sharePauses } from './pauses.ts';
 import { createSender, type Sender } from './sender.ts';
 
 let db: MigratedDatabase;
@@ -511,6 +514,43 @@ describe('delivery engine', () => {
     expect(bAt - first.at).toBeGreaterThanOrEqual(1_250);
     await until('B to succeed', async () => (await deliveryRow(bItem.deliveryId)).status === 'succeeded');
     expect((await deliveryRow(bItem.deliveryId)).attempts).toBe(1);
+  });
+
+  it("holds another replica's Retry-After pause for a delivery it claimed before that pause committed", async () => {
+    const r = await receiver();
+    // The first attempt is answered 429 Retry-After: 1 after 300 ms; everything else 200.
+    r.reply = (_req, i) =>
+      i === 0 ? { status: 429, headers: { 'retry-after': '1' }, delayMs: 300 } : { status: 200 };
+    // Two replicas told of each other's pauses over the real NATS (delivery/pauses.ts). B's
+    // claims commit at once but come back 600 ms later: B claims its delivery before A's answer
+    // and the pause A records, and has it in hand after both.
+    const nc = await connect({ servers: process.env.NATS_URL ?? DEFAULT_NATS_URL });
+    const prefix = `t${Math.random().toString(36).slice(2, 10)}`;
+    const engines: Engine[] = [];
+    const buses = [0, 1].map((i) =>
+      sharePauses({ nc, prefix, log, onPaused: (id, until) => engines[i]?.paused(id, until) }),
+    );
+    try {
+      const a = setup({ pollMs: 200, onPause: (id, until) => buses[0]!.announce(id, until) });
+      const b = setup({ db: slowClaims(db.pool, 600), pollMs: 200 });
+      engines.push(a, b);
+      const { caller } = await endpointFor(r.url);
+      const ea = await emit(caller, { enqueue: () => {}, leaseMs: a.leaseMs });
+      const eb = await emit(caller, { enqueue: () => {}, leaseMs: b.leaseMs });
+      const bItem = eb.queued[0]!;
+      a.enqueue(ea.queued);
+      b.enqueue([{ deliveryId: bItem.deliveryId, endpointId: bItem.endpointId, lease: bItem.lease }]);
+      const got = await r.waitFor(3, 10_000);
+      expect(got[0]!.headers['webhook-id']).toBe(ea.event.id);
+      const bAt = got.find((g) => g.headers['webhook-id'] === eb.event.id)!.at;
+      // Not before the pause ends (300 ms answer + 1 s), though B claimed it before the pause.
+      expect(bAt - got[0]!.at).toBeGreaterThanOrEqual(1_250);
+      await until('B to succeed', async () => (await deliveryRow(bItem.deliveryId)).status === 'succeeded');
+      expect((await deliveryRow(bItem.deliveryId)).attempts).toBe(1);
+    } finally {
+      for (const bus of buses) bus.stop();
+      await nc.close();
+    }
   });
 
   it('sends nothing for a claimed delivery whose lease another worker moved', async () => {

@@ -79,6 +79,11 @@ export interface EngineOptions {
   pollMs?: number;
   /** How long successes wait to be recorded together (record.ts); default 20 ms, 0: each at once. */
   groupCommitMs?: number;
+  /**
+   * Called once a Retry-After pause of an endpoint committed, with its end: main.ts tells the
+   * other replicas (their copies read before it committed are held as this engine's are).
+   */
+  onPause?: (endpointId: string, until: Date) => void;
   /** Called after an attempt wrote a notification: unhealthy, gone or warned (wakes the mailer). */
   onNotify?: (endpointId: string, transition: 'unhealthy' | 'gone' | 'warned') => void;
   /** auto_recover: the first probe's delay after an endpoint turned unhealthy (prober.ts). */
@@ -92,6 +97,11 @@ export interface Engine {
   enqueue(items: QueuedDelivery[]): void;
   /** Claims due deliveries now (normally every pollMs). */
   poll(): Promise<number>;
+  /**
+   * Another replica committed a Retry-After pause of the endpoint until `until`: what this
+   * engine read or claimed before now is claimed again before it starts (see `pauses`).
+   */
+  paused(endpointId: string, until: Date): void;
   stop(): Promise<void>;
 }
 
@@ -294,6 +304,13 @@ export function createEngine(opts: EngineOptions): Engine {
       queued++;
     }
     pump();
+  }
+
+  /** Notes a committed pause (this engine's or another replica's) and lets go of the endpoint's queue. */
+  function notePause(endpointId: string, untilMs: number): void {
+    const until = Math.max(untilMs, pauses.get(endpointId)?.until ?? 0);
+    pauses.set(endpointId, { until, epoch: ++epoch });
+    dropWaiting(endpointId);
   }
 
   /** Whether a Retry-After pause noted after `item`'s claim began holds it back (see `pauses`). */
@@ -687,9 +704,8 @@ export function createEngine(opts: EngineOptions): Engine {
       if (transition !== 'warned') return;
     }
     if (pausedUntil) {
-      const until = Math.max(pausedUntil.getTime(), pauses.get(item.endpointId)?.until ?? 0);
-      pauses.set(item.endpointId, { until, epoch: ++epoch });
-      dropWaiting(item.endpointId);
+      notePause(item.endpointId, pausedUntil.getTime());
+      opts.onPause?.(item.endpointId, pausedUntil);
     }
     const delay = next ? next.getTime() - clock().getTime() : Number.POSITIVE_INFINITY;
     if (next && delay < pollMs && !stopped) {
@@ -777,6 +793,9 @@ export function createEngine(opts: EngineOptions): Engine {
     leaseMs,
     enqueue,
     poll,
+    paused(endpointId, until) {
+      if (!stopped && until.getTime() > clock().getTime()) notePause(endpointId, until.getTime());
+    },
     async stop() {
       stopped = true;
       clearInterval(poller);
