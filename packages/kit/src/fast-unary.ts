@@ -10,7 +10,7 @@
 // Everything else — gRPC, gRPC-Web, Connect JSON, GET, compression, streaming, unknown paths —
 // still goes to connectNodeAdapter, so every protocol answers as before.
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
-import { fromBinary, toBinary } from '@bufbuild/protobuf';
+import { fromBinary } from '@bufbuild/protobuf';
 import {
   Code,
   ConnectError,
@@ -29,6 +29,8 @@ import {
   parseTimeout,
   trailerMux,
 } from '@connectrpc/connect/protocol-connect';
+
+import { encodeAnswer } from './encoded.ts';
 
 type UnarySpec = MethodImplSpec & { kind: 'unary' };
 
@@ -140,7 +142,7 @@ export function createFastUnary(interceptors: Interceptor[]): FastUnary {
         throw new ConnectError('parse binary request', Code.InvalidArgument, undefined, undefined, e);
       }
       const output = await invokeUnaryImplementation(spec, context, input, interceptors);
-      out = toBinary(spec.method.output, output);
+      out = encodeAnswer(spec.method.output, output);
     } catch (e) {
       const error =
         e instanceof ConnectError

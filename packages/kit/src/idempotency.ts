@@ -16,8 +16,8 @@
 // The database holds only SHA-256 of the key. Answers are sealed (AES-256-GCM) with a key derived
 // from the client's key, which the database never holds: an answer can carry a secret (a webhook
 // endpoint's signing secret), and a database dump must not reveal it.
-import { createCipheriv, createDecipheriv, createHash } from 'node:crypto';
-import { fromBinary, type Message, toBinary } from '@bufbuild/protobuf';
+import { createCipheriv, createDecipheriv, createHash, createSecretKey, type KeyObject } from 'node:crypto';
+import { fromBinary, type Message } from '@bufbuild/protobuf';
 import { ConnectError, type HandlerContext } from '@connectrpc/connect';
 import { apiError } from '@mcs/errors';
 import { getTableColumns, sql } from 'drizzle-orm';
@@ -33,6 +33,7 @@ import {
 } from 'drizzle-orm/pg-core';
 import { CALLER_HEADERS, type Caller, type IdempotencyClaim } from './caller.ts';
 import { bytea, type Db, rawSession, type Tx } from './db.ts';
+import { encodeAnswer } from './encoded.ts';
 import type { Logger } from './log.ts';
 import { eventWritten, type NewEvent, type OutboxTable, outboxEntry, transaction } from './outbox.ts';
 import { pooledRandomBytes } from './random.ts';
@@ -74,18 +75,21 @@ class Keyed {
   readonly caller: Caller;
   readonly claim: IdempotencyClaim;
   readonly hash: string;
-  private sealKey: Buffer | undefined;
+  private sealKey: KeyObject | undefined;
   constructor(caller: Caller, claim: IdempotencyClaim) {
     this.caller = caller;
     this.claim = claim;
     this.hash = createHash('sha256').update(claim.key, 'utf8').digest('hex');
   }
-  private key(): Buffer {
+  private key(): KeyObject {
     // One SHA-256 with domain separation: as strong as HKDF for this (the key is the only secret
-    // input either way) at a fifth of the cost on the hot path.
-    this.sealKey ??= createHash('sha256')
-      .update(`mcs idempotent answer\n${this.caller.accountId}\n${this.caller.livemode}\n${this.claim.key}`)
-      .digest();
+    // input either way) at a fifth of the cost on the hot path. Handed to the cipher as a key
+    // object: given a Buffer, Node's key-object check costs 14 µs a seal instead of 5.
+    this.sealKey ??= createSecretKey(
+      createHash('sha256')
+        .update(`mcs idempotent answer\n${this.caller.accountId}\n${this.caller.livemode}\n${this.claim.key}`)
+        .digest(),
+    );
     return this.sealKey;
   }
   seal(plain: Uint8Array): Buffer {
@@ -246,7 +250,7 @@ export async function answerOnce<T extends Message>(
 
 /** The response bytes of a handler's answer, as KeyStore.record and insertOnce store them. */
 export function answerBytes(ctx: HandlerContext, message: Message): Uint8Array {
-  return toBinary(ctx.method.output, message);
+  return encodeAnswer(ctx.method.output, message);
 }
 
 /** PostgreSQL chose this transaction as a deadlock victim, or could not serialize it. */
