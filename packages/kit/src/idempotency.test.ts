@@ -67,7 +67,8 @@ beforeAll(async () => {
       fingerprint text not null, response bytea not null, created_at timestamptz not null,
       primary key (account_id, livemode, key_hash));
     create table idem_test.outbox (seq bigserial primary key, event_id text not null unique,
-      type text not null, payload bytea not null, created_at timestamptz not null default now());
+      type text not null, payload bytea not null, resource_version integer,
+      created_at timestamptz not null default now());
     create table idem_test.things (id text primary key, account_id text not null, name text not null,
       created_at timestamptz not null);`);
   keys = createKeyStore(database.db, keysTable);

@@ -330,7 +330,8 @@ function qualified(table: PgTable): string {
 
 /**
  * The text of insertOnce's statement for `table` (see there). Parameters: the key's six and its
- * expiry first (keyed), then the row's columns, then the event's id, type and payload.
+ * expiry first (keyed), then the row's columns, then the event's id, type, payload and resource
+ * version.
  */
 function statementOf(table: PgTable, keys: IdempotencyTable | undefined, outbox: OutboxTable | undefined) {
   let plan = plans.get(table);
@@ -354,7 +355,7 @@ function statementOf(table: PgTable, keys: IdempotencyTable | undefined, outbox:
     const vals = cols.map((c, i) => `$${first + i}::${c.getSQLType()}`).join(', ');
     const ev = first + cols.length;
     const eventCte = outbox
-      ? `, e as (insert into ${qualified(outbox)} (event_id, type, payload) select $${ev}::text, $${ev + 1}::text, $${ev + 2}::bytea from o returning seq)`
+      ? `, e as (insert into ${qualified(outbox)} (event_id, type, payload, resource_version) select $${ev}::text, $${ev + 1}::text, $${ev + 2}::bytea, $${ev + 3}::integer from o returning seq)`
       : '';
     // The event's outbox seq (kit/outbox OutboxRow.outboxSeq), for the relay to publish with it.
     const seq = outbox ? ', (select seq::text from e) as seq' : '';
@@ -424,6 +425,7 @@ export async function insertOnce<V extends Record<string, unknown>>(
       entry.row.eventId,
       entry.row.type,
       Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength),
+      entry.row.resourceVersion ?? null,
     );
   }
   const session = rawSession(db);

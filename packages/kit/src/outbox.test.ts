@@ -21,6 +21,7 @@ import {
   OUTBOX_SEQ_HEADER,
   outboxEntry,
   outboxTable,
+  RESOURCE_VERSION_HEADER,
   type Relay,
   type RelayOptions,
   startRelay,
@@ -59,7 +60,7 @@ beforeAll(async () => {
     create schema relay_test;
     create table relay_test.outbox (
       seq bigserial primary key, event_id text not null unique, type text not null,
-      payload bytea not null, created_at timestamptz not null default now());
+      payload bytea not null, resource_version integer, created_at timestamptz not null default now());
     create table relay_test.things (id text primary key);`);
   nc = await connect({ servers: process.env.NATS_URL ?? DEFAULT_NATS_URL });
   names = streamNames(`t${randomBytes(6).toString('hex')}`);
@@ -122,12 +123,13 @@ function relay(over: Partial<RelayOptions> = {}): Relay {
 }
 
 let n = 0;
-function newEvent(): NewEvent {
+function newEvent(resourceVersion?: number): NewEvent {
   return {
     type: events.EventType.ORDER_CREATED,
     accountId: `acct_${++n}`,
     livemode: false,
     data: { case: 'order', value: { id: `ord_${n}` } as never },
+    ...(resourceVersion === undefined ? {} : { resourceVersion }),
   };
 }
 
@@ -137,7 +139,9 @@ async function streamEventIds(): Promise<string[]> {
 }
 
 /** The stream's messages in stream order: event id and the outbox seq header. */
-async function streamMessages(): Promise<Array<{ id: string; seq: string | undefined }>> {
+async function streamMessages(): Promise<
+  Array<{ id: string; seq: string | undefined; version: string | undefined }>
+> {
   const jsm = await nc.jetstreamManager();
   const info = await jsm.streams.info(names.stream);
   const total = info.state.messages;
@@ -150,12 +154,13 @@ async function streamMessages(): Promise<Array<{ id: string; seq: string | undef
     inactive_threshold: 5_000_000_000,
   });
   const consumer = await nc.jetstream().consumers.get(names.stream, name);
-  const ids: Array<{ id: string; seq: string | undefined }> = [];
+  const ids: Array<{ id: string; seq: string | undefined; version: string | undefined }> = [];
   const batch = await consumer.fetch({ max_messages: total, expires: 2_000 });
   for await (const m of batch) {
     ids.push({
       id: fromBinary(events.EventSchema, m.data).id,
       seq: m.headers?.get(OUTBOX_SEQ_HEADER) || undefined,
+      version: m.headers?.get(RESOURCE_VERSION_HEADER) || undefined,
     });
     if (ids.length === total) break;
   }
@@ -191,17 +196,17 @@ describe('outbox relay', () => {
     expect(own[0]!.values).toEqual([expect.arrayContaining(ids)]);
   });
 
-  it('publishes every event with its outbox seq, by each way out, increasing in commit order', async () => {
+  it('publishes every event with its outbox seq and resource version, by each way out, seqs increasing in commit order', async () => {
     const r = relay({ minAgeMs: 0, pollMs: 50 });
     const before = (await streamStart()).state.messages;
     const ids: string[] = [];
     // From memory: transaction() and insertWithEvent.
     ids.push(
       await r.publishAfter(() =>
-        transaction(database.db, async (tx) => (await appendEvent(tx, outbox, newEvent())).id),
+        transaction(database.db, async (tx) => (await appendEvent(tx, outbox, newEvent(1))).id),
       ),
     );
-    const made = newEvent();
+    const made = newEvent(2);
     await r.publishAfter(() =>
       insertWithEvent(database.db, things, { id: `thing_${n}` }, { outbox, of: () => made }),
     );
@@ -214,10 +219,10 @@ describe('outbox relay', () => {
     // Read back (a plain db.transaction), then the poll (written outside publishAfter).
     ids.push(
       await r.publishAfter(() =>
-        database.db.transaction(async (tx) => (await appendEvent(tx, outbox, newEvent())).id),
+        database.db.transaction(async (tx) => (await appendEvent(tx, outbox, newEvent(3))).id),
       ),
     );
-    ids.push((await appendEvent(database.db, outbox, newEvent())).id);
+    ids.push((await appendEvent(database.db, outbox, newEvent(4))).id);
     const got = await until('four events in the stream', async () => {
       const all = (await streamMessages()).slice(before);
       return all.length >= 4 && all;
@@ -227,6 +232,9 @@ describe('outbox relay', () => {
     expect(seqs.every((q) => Number.isInteger(q) && q > 0)).toBe(true);
     expect([...seqs].sort((a, b) => a - b)).toEqual(seqs);
     expect(new Set(seqs).size).toBe(4);
+    // The resource version travels with the event, whichever way it went out (the poll reads it
+    // from the row).
+    expect(got.map((m) => m.version)).toEqual(['1', '2', '3', '4']);
   });
 
   it('publishes nothing for a transaction() that rolled back inside a write that went on', async () => {

@@ -21,7 +21,7 @@ import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import { events } from '@mcs/proto';
 import { enumValueName } from '@mcs/rest';
 import { sql } from 'drizzle-orm';
-import { bigserial, type PgSchema, type PgTable, text, timestamp } from 'drizzle-orm/pg-core';
+import { bigserial, integer, type PgSchema, type PgTable, text, timestamp } from 'drizzle-orm/pg-core';
 import { headers as natsHeaders } from 'nats';
 import type pg from 'pg';
 import { bytea, type Tx } from './db.ts';
@@ -54,6 +54,8 @@ export function outboxTable(schema: PgSchema) {
     eventId: text('event_id').notNull().unique(),
     type: text('type').notNull(),
     payload: bytea('payload').notNull(),
+    /** The event's resource version (NewEvent.resourceVersion), for the poll to publish it with. */
+    resourceVersion: integer('resource_version'),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
   });
 }
@@ -91,6 +93,14 @@ export interface NewEvent {
   data: events.Event['data'];
   /** Defaults to now; pass the resource's own timestamp so event and resource agree. */
   createdAtMs?: number;
+  /**
+   * The version of the event's resource (the one its `data` is, e.g. the order) after this
+   * change: 1 for the resource's first event, then 2, 3, … with no gap over the events of that
+   * resource, drawn by the statement that made the change, under the resource's row lock.
+   * Published in RESOURCE_VERSION_HEADER: the webhooks service holds a per_resource delivery
+   * of version v until it has the event of version v − 1 (docs/api.md "Ordered delivery").
+   */
+  resourceVersion?: number;
 }
 
 /**
@@ -98,6 +108,14 @@ export interface NewEvent {
  * resource committed (see OutboxRow.outboxSeq). The webhooks service orders per_resource deliveries by it.
  */
 export const OUTBOX_SEQ_HEADER = 'Mcs-Outbox-Seq';
+
+/**
+ * The JetStream header carrying an event's resource version (NewEvent.resourceVersion): tells
+ * the webhooks service that the resource's event of the version before it exists, and is to be
+ * delivered first, even when it has not arrived yet (a failed fast publish, replicas whose
+ * publishes cross).
+ */
+export const RESOURCE_VERSION_HEADER = 'Mcs-Resource-Version';
 
 /** An outbox row as the relay publishes it: the event id, its REST type name and the proto bytes. */
 export interface OutboxRow {
@@ -114,6 +132,8 @@ export interface OutboxRow {
    * and the poll of several replicas publish in any order).
    */
   outboxSeq?: string;
+  /** NewEvent.resourceVersion, written to the row and published in RESOURCE_VERSION_HEADER. */
+  resourceVersion?: number;
 }
 
 /** The event of `input` and its outbox row, built in JS: id and time are known before any write. */
@@ -128,7 +148,12 @@ export function outboxEntry(input: NewEvent): { event: events.Event; row: Outbox
   });
   return {
     event,
-    row: { eventId: event.id, type: eventTypeName(event.type), payload: toBinary(events.EventSchema, event) },
+    row: {
+      eventId: event.id,
+      type: eventTypeName(event.type),
+      payload: toBinary(events.EventSchema, event),
+      ...(input.resourceVersion === undefined ? {} : { resourceVersion: input.resourceVersion }),
+    },
   };
 }
 
@@ -228,11 +253,13 @@ export async function insertWithEvent<T extends PgTable, V extends T['$inferInse
   const { row } = outboxEntry(event.of(values));
   const { outbox } = event;
   const o = db.$with('o').as(insert);
-  const cols = [outbox.eventId, outbox.type, outbox.payload].map((c) => sql.identifier(c.name));
+  const cols = [outbox.eventId, outbox.type, outbox.payload, outbox.resourceVersion].map((c) =>
+    sql.identifier(c.name),
+  );
   const e = db
     .$with('e', { seq: sql<string>`seq`.mapWith(String).as('seq') })
     .as(
-      sql`insert into ${outbox} (${sql.join(cols, sql`, `)}) select ${row.eventId}::text, ${row.type}::text, ${Buffer.from(row.payload.buffer, row.payload.byteOffset, row.payload.byteLength)}::bytea from ${o} returning seq::text as seq`,
+      sql`insert into ${outbox} (${sql.join(cols, sql`, `)}) select ${row.eventId}::text, ${row.type}::text, ${Buffer.from(row.payload.buffer, row.payload.byteOffset, row.payload.byteLength)}::bytea, ${row.resourceVersion ?? null}::integer from ${o} returning seq::text as seq`,
     );
   const rows = (await db.with(o, e).select().from(o).leftJoin(e, sql`true`)) as unknown as Array<
     Record<string, { seq?: string | null } | T['$inferSelect']>
@@ -414,6 +441,10 @@ export function startRelay(opts: RelayOptions): Relay {
         h = natsHeaders();
         h.set(OUTBOX_SEQ_HEADER, row.outboxSeq);
       }
+      if (row.resourceVersion !== undefined) {
+        h ??= natsHeaders();
+        h.set(RESOURCE_VERSION_HEADER, String(row.resourceVersion));
+      }
       if (span && parent) {
         const carrier: Record<string, string> = {};
         injectHeaders(carrier, trace.setSpan(parent, span));
@@ -476,11 +507,17 @@ export function startRelay(opts: RelayOptions): Relay {
     const client = await pool.connect();
     try {
       await client.query('begin');
-      const { rows } = await client.query<{ seq: number; event_id: string; type: string; payload: Buffer }>(
+      const { rows } = await client.query<{
+        seq: number;
+        event_id: string;
+        type: string;
+        payload: Buffer;
+        resource_version: number | null;
+      }>(
         ids
-          ? `select seq, event_id, type, payload from ${table} where event_id = any($2::text[])
+          ? `select seq, event_id, type, payload, resource_version from ${table} where event_id = any($2::text[])
               order by seq limit $1 for update skip locked`
-          : `select seq, event_id, type, payload from ${table}
+          : `select seq, event_id, type, payload, resource_version from ${table}
               where created_at <= now() - make_interval(secs => $2)
               order by seq limit $1 for update skip locked`,
         [ids ? ids.length : batch, ids ?? minAge / 1000],
@@ -490,6 +527,7 @@ export function startRelay(opts: RelayOptions): Relay {
           rows.map((r) => {
             const h = natsHeaders();
             h.set(OUTBOX_SEQ_HEADER, String(r.seq));
+            if (r.resource_version !== null) h.set(RESOURCE_VERSION_HEADER, String(r.resource_version));
             return js.publish(names.subject(r.type), r.payload, {
               msgID: r.event_id,
               timeout: 5_000,

@@ -6,7 +6,17 @@
 import { idempotencyTable } from '@mcs/kit/idempotency';
 import { outboxTable } from '@mcs/kit/outbox';
 import { sql } from 'drizzle-orm';
-import { bigint, boolean, index, jsonb, pgSchema, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import {
+  bigint,
+  boolean,
+  index,
+  integer,
+  jsonb,
+  pgSchema,
+  text,
+  timestamp,
+  uniqueIndex,
+} from 'drizzle-orm/pg-core';
 
 export const commerce = pgSchema('commerce');
 
@@ -14,6 +24,14 @@ export const idempotencyKeys = idempotencyTable(commerce);
 
 const createdAt = () => timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull();
 const updatedAt = () => timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull();
+/**
+ * The resource's version: how many events it has had (kit/outbox NewEvent.resourceVersion).
+ * Every write that emits an event of the resource sets `version = version + 1` in the statement
+ * that changes the row (under its row lock) and the event carries the result, so the versions
+ * of one resource's events are 1, 2, 3, … in commit order, without a gap. Internal: not in the
+ * API.
+ */
+const version = (initial: number) => integer('version').notNull().default(initial);
 
 export const products = commerce.table(
   'products',
@@ -26,6 +44,8 @@ export const products = commerce.table(
     price: bigint('price', { mode: 'number' }).notNull(),
     currency: text('currency').notNull(),
     active: boolean('active').notNull(),
+    /** product.created is 1. */
+    version: version(1),
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },
@@ -52,6 +72,8 @@ export const orders = commerce.table(
     currency: text('currency').notNull(),
     total: bigint('total', { mode: 'number' }).notNull(),
     items: jsonb('items').$type<OrderItemRow[]>().notNull(),
+    /** order.created is 1. */
+    version: version(1),
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },
@@ -77,6 +99,8 @@ export const payments = commerce.table(
     /** Which payment provider holds it (`sandbox`), and its reference there. */
     provider: text('provider').notNull(),
     providerReference: text('provider_reference').notNull(),
+    /** Creating a payment emits no event: its first event (completed or failed) is 1. */
+    version: version(0),
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },

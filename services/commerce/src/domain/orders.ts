@@ -7,7 +7,7 @@ import { type CreateSidecar, insertOnce, type WrittenEvent } from '@mcs/kit/idem
 import { isId, newId } from '@mcs/kit/ids';
 import { ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
 import { requireCurrency, requireInteger, requirePhone, requireText } from '@mcs/kit/validate';
-import { desc, eq, lt } from 'drizzle-orm';
+import { desc, eq, lt, sql } from 'drizzle-orm';
 import { type OrderItemRow, orders, outbox } from '../db/schema.ts';
 import { MAX_AMOUNT, type Product, productsById } from './products.ts';
 
@@ -139,6 +139,7 @@ export async function createOrder(
     livemode: caller.livemode,
     status: 'pending',
     ...v,
+    version: 1, // order.created
     createdAt: now,
     updatedAt: now,
   };
@@ -241,7 +242,8 @@ export async function transitionOrder(
   if (current.status !== from) throw illegalTransition(id, current.status, transition);
   const [row] = await tx
     .update(orders)
-    .set({ status: to, updatedAt: now })
+    // Its order.updated is the order's next version (schema.ts `version`).
+    .set({ status: to, updatedAt: now, version: sql`${orders.version} + 1` })
     .where(eq(orders.id, current.id))
     .returning();
   return row as Order;

@@ -162,3 +162,23 @@ describe('settling payments', () => {
     expect(await ids({ order: a.id, startingAfter: p3.id })).toEqual([p1.id]);
   });
 });
+
+describe('resource versions (per_resource ordering)', () => {
+  it('counts each resource’s events: an order from 1, a payment from its first event, no gap', async () => {
+    const o = await newOrder();
+    expect(o.version).toBe(1); // order.created
+    const p = await pay(o.id);
+    expect(p.version).toBe(0); // a new payment emits no event
+    const { payment, order } = await complete(p.id);
+    expect(payment.version).toBe(1); // payment.completed
+    expect(order!.version).toBe(2); // order.updated (paid)
+    const fulfilled = await db.db.transaction((tx) => transitionOrder(tx, caller, o.id, 'fulfill'));
+    expect(fulfilled.version).toBe(3);
+    expect((await getOrder(db.db, caller, o.id)).version).toBe(3);
+    // A refused change draws no version.
+    await expect(db.db.transaction((tx) => transitionOrder(tx, caller, o.id, 'cancel'))).rejects.toThrow();
+    expect((await getOrder(db.db, caller, o.id)).version).toBe(3);
+    const failed = await fail((await pay((await newOrder()).id)).id);
+    expect(failed.payment.version).toBe(1); // payment.failed
+  });
+});

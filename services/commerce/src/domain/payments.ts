@@ -8,7 +8,7 @@ import type { Tx } from '@mcs/kit/db';
 import { isId, newId } from '@mcs/kit/ids';
 import { ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
 import { optionalText, requireInteger, requireText } from '@mcs/kit/validate';
-import { desc, eq, lt } from 'drizzle-orm';
+import { desc, eq, lt, sql } from 'drizzle-orm';
 import { payments } from '../db/schema.ts';
 import type {
   PaymentOutcome,
@@ -161,6 +161,8 @@ export async function settlePayment(
       status: outcome.status,
       failureMessage: outcome.status === 'failed' ? outcome.failureMessage : null,
       updatedAt: now,
+      // Its payment.completed or payment.failed is the payment's next version (schema.ts `version`).
+      version: sql`${payments.version} + 1`,
     })
     .where(eq(payments.id, current.id))
     .returning();

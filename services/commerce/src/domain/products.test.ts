@@ -92,8 +92,10 @@ describe('products in the database', () => {
     expect(up.changed).toBe(true);
     expect(up.product).toMatchObject({ name: 'Green tea', price: 500, description: 'Now 120 g' });
     expect(up.product.updatedAt).toEqual(later);
+    // Its product.updated is version 2 (product.created was 1); no change, no version.
+    expect([product.version, up.product.version]).toEqual([1, 2]);
     const same = await db.db.transaction((tx) => updateProduct(tx, caller, product.id, { price: 500 }));
-    expect(same).toMatchObject({ changed: false, product: { updatedAt: later } });
+    expect(same).toMatchObject({ changed: false, product: { updatedAt: later, version: 2 } });
     const none = await db.db.transaction((tx) => updateProduct(tx, caller, product.id, {}));
     expect(none.changed).toBe(false);
     expect((await errorOf(() => updateProduct(db.db, caller, product.id, { price: -5 }))).param).toBe(

@@ -7,7 +7,7 @@ import { type CreateSidecar, insertOnce, type WrittenEvent } from '@mcs/kit/idem
 import { isId, newId } from '@mcs/kit/ids';
 import { ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
 import { optionalText, requireCurrency, requireInteger, requireText } from '@mcs/kit/validate';
-import { desc, eq, inArray, lt } from 'drizzle-orm';
+import { desc, eq, inArray, lt, sql } from 'drizzle-orm';
 import { outbox, products } from '../db/schema.ts';
 
 export type Product = typeof products.$inferSelect;
@@ -63,6 +63,7 @@ export async function createProduct(
     livemode: caller.livemode,
     ...validateProduct(input),
     active: true,
+    version: 1, // product.created
     createdAt: now,
     updatedAt: now,
   };
@@ -118,7 +119,8 @@ export async function updateProduct(
   if (!changed) return { product: current, changed: false };
   const [row] = await tx
     .update(products)
-    .set({ ...patch, updatedAt: now })
+    // Its product.updated is the product's next version (schema.ts `version`).
+    .set({ ...patch, updatedAt: now, version: sql`${products.version} + 1` })
     .where(eq(products.id, current.id))
     .returning();
   return { product: row!, changed: true };

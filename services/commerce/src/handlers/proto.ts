@@ -92,18 +92,32 @@ type Emitted =
  * agree on when it happened.
  */
 export function eventOf(caller: Caller, e: Emitted): NewEvent {
-  const { data, at } =
+  const { data, at, version } =
     'product' in e
-      ? { data: { case: 'product' as const, value: toProtoProduct(e.product) }, at: e.product.updatedAt }
+      ? {
+          data: { case: 'product' as const, value: toProtoProduct(e.product) },
+          at: e.product.updatedAt,
+          version: e.product.version,
+        }
       : 'order' in e
-        ? { data: { case: 'order' as const, value: toProtoOrder(e.order) }, at: e.order.updatedAt }
-        : { data: { case: 'payment' as const, value: toProtoPayment(e.payment) }, at: e.payment.updatedAt };
+        ? {
+            data: { case: 'order' as const, value: toProtoOrder(e.order) },
+            at: e.order.updatedAt,
+            version: e.order.version,
+          }
+        : {
+            data: { case: 'payment' as const, value: toProtoPayment(e.payment) },
+            at: e.payment.updatedAt,
+            version: e.payment.version,
+          };
   return {
     type: e.type,
     accountId: caller.accountId,
     livemode: caller.livemode,
     data,
     createdAtMs: at.getTime(),
+    // The resource's version after this change (schema.ts `version`), for per_resource ordering.
+    resourceVersion: version,
   };
 }
 

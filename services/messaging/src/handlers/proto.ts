@@ -81,6 +81,9 @@ export async function emit(tx: Tx, caller: Caller, e: Emitted): Promise<void> {
     livemode: caller.livemode,
     data,
     createdAtMs: at.getTime(),
+    // A conversation's and a message's only event is their created one (closing a conversation,
+    // a message's status emit none): always their version 1 (kit/outbox NewEvent.resourceVersion).
+    resourceVersion: 1,
   });
 }
 

@@ -1,0 +1,1 @@
+ALTER TABLE "messaging"."outbox" ADD COLUMN "resource_version" integer;
