@@ -5,7 +5,7 @@ import { fromBinary } from '@bufbuild/protobuf';
 import type { Db } from '@mcs/kit/db';
 import type { Logger } from '@mcs/kit/log';
 import { eventConsumerConfig, type StreamNames } from '@mcs/kit/nats';
-import { OUTBOX_SEQ_HEADER } from '@mcs/kit/outbox';
+import { OUTBOX_SEQ_HEADER, RESOURCE_VERSION_HEADER } from '@mcs/kit/outbox';
 import {
   type Context,
   endSpan,
@@ -69,6 +69,12 @@ function seqOf(m: JsMsg): string | null {
   return v && /^[1-9][0-9]{0,17}$/.test(v) ? v : null;
 }
 
+/** The message's resource version (per_resource ordering, domain/fanout.ts), if it carries a valid one. */
+function versionOf(m: JsMsg): number | null {
+  const v = m.headers?.get(RESOURCE_VERSION_HEADER);
+  return v && /^[1-9][0-9]{0,8}$/.test(v) ? Number(v) : null;
+}
+
 export async function startConsumer(opts: ConsumerOptions): Promise<{ stop(): Promise<void> }> {
   const { nc, names, log } = opts;
   const durable = eventConsumerConfig(names).durable_name;
@@ -100,6 +106,7 @@ export async function startConsumer(opts: ConsumerOptions): Promise<{ stop(): Pr
           event: fromBinary(events.EventSchema, m.data),
           payload: m.data,
           seq: seqOf(m),
+          version: versionOf(m),
         });
         messages.push(m);
       } catch (err) {

@@ -46,6 +46,13 @@ const schema = baseEnvSchema.extend({
    * as long as the one before, up to 24 h (delivery/prober.ts).
    */
   WEBHOOK_PROBE_INTERVAL: duration.default(5 * 60_000),
+  /**
+   * per_resource: how long a delivery of a resource's version v waits for the event of version
+   * v − 1 when that one has not arrived (a failed publish retried by the outbox poll, replicas
+   * whose publishes crossed), counted from when it was recorded; past it, it goes anyway and a
+   * warning is logged with the missing version (delivery/engine.ts claimOrdered).
+   */
+  WEBHOOK_ORDERING_WAIT: duration.default(30_000),
 });
 
 export function loadEnv(source: NodeJS.ProcessEnv = process.env) {

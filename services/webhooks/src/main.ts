@@ -82,6 +82,7 @@ await runProcess(log, async () => {
     leaseMarginMs: env.WEBHOOK_LEASE_MARGIN,
     concurrency: env.WEBHOOK_CONCURRENCY,
     perEndpoint: env.WEBHOOK_ENDPOINT_CONCURRENCY,
+    orderingWaitMs: env.WEBHOOK_ORDERING_WAIT,
     onNotify: () => mailer.wake(),
     onPause: (endpointId, until) => announcePause(endpointId, until),
     probeMs: env.WEBHOOK_PROBE_INTERVAL,

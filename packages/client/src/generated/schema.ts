@@ -1903,7 +1903,7 @@ export interface components {
              */
             object: "webhook_endpoint";
             /**
-             * @description none (default, the fastest): deliveries go out as soon as they can. per_resource: the events of one resource (the object in data, e.g. one order) are delivered one at a time, across replicas, in the order the changes committed; a delivery waiting for a retry holds back the later events of its resource only. An event that reaches the service late is still sent before the later events of its resource not yet attempted, but after one already attempted. Operational events, test events and resends are not ordered.
+             * @description none (default, the fastest): deliveries go out as soon as they can. per_resource: the events of one resource (the object in data, e.g. one order) are delivered one at a time, across replicas, in the order the changes committed; a delivery waiting for a retry holds back the later events of its resource only. An earlier event that reaches the service late is still sent first: each event carries the version of its resource, and a later one waits for the version before it, for WEBHOOK_ORDERING_WAIT (30 s) at most. Operational events, test events and resends are not ordered.
              * @enum {string}
              */
             ordering: "none" | "per_resource";

@@ -88,11 +88,22 @@ export const events = webhooks.table(
      * recovery) are ordered by it.
      */
     outboxSeq: bigint('outbox_seq', { mode: 'number' }),
+    /**
+     * With a resource version (the Mcs-Resource-Version header, kit/outbox
+     * NewEvent.resourceVersion; null without one): the resource it is about (`order:ord_…`,
+     * domain/fanout.ts resourceKey) and its version after this change. A per_resource delivery
+     * of version v waits until version v − 1 of its resource is here (delivery/engine.ts).
+     */
+    resourceKey: text('resource_key'),
+    resourceVersion: integer('resource_version'),
     createdAt: ts('created_at').notNull(),
   },
   (t) => [
     index('events_account_idx').on(t.accountId, t.livemode, t.id),
     index('events_account_type_idx').on(t.accountId, t.livemode, t.type, t.id),
+    index('events_resource_version_idx')
+      .on(t.resourceKey, t.resourceVersion)
+      .where(sql`${t.resourceVersion} is not null`),
   ],
 );
 
@@ -143,6 +154,13 @@ export const deliveries = webhooks.table(
     orderingLease: ts('ordering_lease'),
     /** With ordering_key: held back by the claim behind another delivery of its resource (engine release()). */
     orderingHeld: boolean('ordering_held').notNull().default(false),
+    /**
+     * With ordering_key, from fan-out only: the event's resource version when above 1. The claim
+     * holds the delivery until the event of the version before it is in the event log, at most
+     * WEBHOOK_ORDERING_WAIT after this row was made (delivery/engine.ts claimOrdered). Null on
+     * resends and recoveries (no new change: they never wait for a predecessor).
+     */
+    orderingVersion: integer('ordering_version'),
     /** The recovery or bulk resend that last (re)queued it, for that job's progress counts. */
     replayId: text('replay_id'),
     createdAt: ts('created_at').notNull(),

@@ -30,7 +30,10 @@
 // never started from what fan-out read; claimOrdered decides, in PostgreSQL and under a lock per
 // endpoint and resource, whether it goes now or is held behind an earlier change (lower outbox
 // seq) still pending or another attempt of its resource in flight; release() lets the next one
-// go once an attempt is recorded. Unordered deliveries never run any of it.
+// go once an attempt is recorded. A change that has not arrived at all cannot be seen that way:
+// so each event also carries its resource's version (1, 2, 3, … without a gap), and a delivery of
+// version v also waits until version v − 1 is in the event log, for at most `orderingWaitMs`.
+// Unordered deliveries never run any of it.
 //
 // Isolation: slow endpoints never hold the slots healthy ones need. The global cap
 // (WEBHOOK_CONCURRENCY) is the fast lane. An attempt starts there unless its endpoint's last
@@ -88,6 +91,11 @@ export interface EngineOptions {
   onNotify?: (endpointId: string, transition: 'unhealthy' | 'gone' | 'warned') => void;
   /** auto_recover: the first probe's delay after an endpoint turned unhealthy (prober.ts). */
   probeMs?: number;
+  /**
+   * per_resource: how long a delivery waits for the event of its resource's previous version
+   * to arrive, from when it was recorded (WEBHOOK_ORDERING_WAIT); default 30 s (claimOrdered).
+   */
+  orderingWaitMs?: number;
   clock?: () => Date;
 }
 
@@ -126,6 +134,8 @@ export function createEngine(opts: EngineOptions): Engine {
    * put. Always past any lease, so release() can tell a held delivery from one being attempted.
    */
   const holdMs = leaseMs * 10;
+  /** per_resource: how long a delivery waits for its resource's previous version (claimOrdered). */
+  const orderingWaitMs = opts.orderingWaitMs ?? 30_000;
   /** Lease left that lets an attempt start without a claim: the attempt, then its record. */
   const startableMs = opts.timeoutMs + margin / 2;
   const waiting = new Map<string, Waiting[]>();
@@ -429,6 +439,8 @@ export function createEngine(opts: EngineOptions): Engine {
     endpoint_status: string | null;
     max_rate: number | null;
     body: string | null;
+    /** claimOrdered: the version it waited for in vain and goes without (its first claim only). */
+    missing_version?: number | null;
   };
 
   /**
@@ -482,6 +494,18 @@ export function createEngine(opts: EngineOptions): Engine {
     for (const item of items) {
       const row = byId.get(item.deliveryId);
       if (!row) continue; // someone else holds it now, or it is no longer pending
+      if (row.missing_version != null) {
+        log.warn(
+          {
+            deliveryId: item.deliveryId,
+            endpoint: item.endpointId,
+            resource: row.ordering_key,
+            missingVersion: row.missing_version,
+            waitedMs: orderingWaitMs,
+          },
+          'per_resource: the previous version of the resource never arrived, delivering without it',
+        );
+      }
       if (row.paused) continue; // held back, or due when the pause ends: released or polled then
       if (row.endpoint_status !== 'enabled' || row.url === null || row.body === null || !row.secret_sealed) {
         skip.push(item.deliveryId);
@@ -522,6 +546,17 @@ export function createEngine(opts: EngineOptions): Engine {
    * next_attempt_at, still ahead: claimed for an attempt not yet recorded). Otherwise it is
    * claimed, and its lease is written to ordering_lease too, which holds the others back.
    *
+   * Those rules order what has arrived. A change that has not (its publish failed and the
+   * outbox poll sends it seconds later; two writers' publishes crossed) is caught by its
+   * version: a delivery of version v (ordering_version, set by fan-out when v > 1) is also held
+   * while the event of version v − 1 of its resource is not in webhooks.events — fan-out
+   * records every event there, whichever endpoints want it. Such a delivery is due again after
+   * one poll interval (recorded meanwhile, its predecessor is then ordered by seq as above;
+   * if this endpoint gets it, its success releases this one at once), and stops waiting
+   * `orderingWaitMs` after it was recorded, so a lost event cannot block its resource: it goes,
+   * and a warning names the missing version. Resends and recoveries carry no version: they
+   * never wait for a predecessor.
+   *
    * So that two claims of one resource (two replicas, or a claim racing a fresh earlier event)
    * cannot both pass, the claims of a resource are serialized: a transaction takes an advisory
    * lock per (endpoint, resource) first, in a fixed order (no deadlock between claims), and the
@@ -530,6 +565,8 @@ export function createEngine(opts: EngineOptions): Engine {
    */
   async function claimOrdered(items: Waiting[], now: Date, lease: Date): Promise<ClaimedRow[]> {
     const hold = new Date(now.getTime() + holdMs);
+    const recheck = new Date(now.getTime() + pollMs);
+    const waitedSince = new Date(now.getTime() - orderingWaitMs);
     const ids = sql.param(items.map((i) => i.deliveryId));
     return db.transaction(async (tx) => {
       await tx.execute(sql`
@@ -550,23 +587,34 @@ export function createEngine(opts: EngineOptions): Engine {
                       and (o.ordering_seq < d.ordering_seq
                            or (o.ordering_lease = o.next_attempt_at and o.ordering_lease > ${now}::timestamptz))
                  ) as held,
+                 d.ordering_version is not null and not exists (
+                   select 1 from webhooks.events v
+                    where v.resource_key = d.ordering_key and v.resource_version = d.ordering_version - 1
+                 ) as missing,
+                 d.created_at,
                  (select p.paused_until from webhooks.endpoints p
                    where p.id = d.endpoint_id and p.paused_until > ${now}::timestamptz) as paused_until
             from webhooks.deliveries d join input i on i.id = d.id
            where d.status = 'pending' and d.next_attempt_at = i.lease and d.ordering_key is not null
+        ), w as (
+          select s.*, s.missing and s.created_at > ${waitedSince}::timestamptz as waiting from s
         ), c as (
           update webhooks.deliveries d
-             set next_attempt_at = case when s.held then ${hold}::timestamptz
-                                        else coalesce(s.paused_until, ${lease}::timestamptz) end,
-                 ordering_held = s.held,
-                 ordering_lease = case when s.held or s.paused_until is not null then null
+             set next_attempt_at = case when w.held then ${hold}::timestamptz
+                                        when w.waiting then least(w.created_at + make_interval(secs => ${orderingWaitMs / 1000}::float8),
+                                                                  ${recheck}::timestamptz)
+                                        else coalesce(w.paused_until, ${lease}::timestamptz) end,
+                 ordering_held = w.held or w.waiting,
+                 ordering_lease = case when w.held or w.waiting or w.paused_until is not null then null
                                        else ${lease}::timestamptz end
-            from s, input i
-           where d.id = s.id and i.id = d.id and d.status = 'pending' and d.next_attempt_at = i.lease
+            from w, input i
+           where d.id = w.id and i.id = d.id and d.status = 'pending' and d.next_attempt_at = i.lease
           returning d.id, d.attempts, d.schedule_start, d.endpoint_id, d.event_id, d.ordering_key,
-                    d.next_attempt_at <> ${lease}::timestamptz as paused)
+                    w.held or w.waiting or w.paused_until is not null as paused,
+                    case when w.missing and not (w.held or w.waiting or w.paused_until is not null)
+                              and d.attempts = 0 then d.ordering_version - 1 end as missing_version)
         select c.id, c.attempts, c.schedule_start, c.event_id, c.ordering_key, c.paused, e.url,
-               e.secret_sealed, e.status as endpoint_status, e.max_rate, ev.body
+               e.secret_sealed, e.status as endpoint_status, e.max_rate, ev.body, c.missing_version
           from c left join webhooks.endpoints e on e.id = c.endpoint_id
                  left join webhooks.events ev on ev.id = c.event_id`);
       return rows;

@@ -47,7 +47,7 @@ afterAll(() => db?.close());
  * One engine, as one webhooks replica runs it: its own pool (1 s time-out: a lease of 2 s), or
  * `on` (a counting db).
  */
-function engine(on?: Db): Engine {
+function engine(on?: Db, orderingWaitMs?: number): Engine {
   const own = createDatabase(db.url, { name: 'ordering-engine', max: 12 });
   open.push(own);
   const sender = createSender({
@@ -67,6 +67,7 @@ function engine(on?: Db): Engine {
     concurrency: 64,
     perEndpoint: 16,
     pollMs: 200,
+    ...(orderingWaitMs === undefined ? {} : { orderingWaitMs }),
   });
   open.push(sender, e);
   return e;
@@ -82,13 +83,16 @@ async function orderedEndpoint(url: string): Promise<Caller> {
   return (await orderedEndpointWithId(url)).caller;
 }
 
-async function orderedEndpointWithId(url: string): Promise<{ caller: Caller; id: string }> {
-  const caller: Caller = { accountId: `acct_ord${++n}`, livemode: false };
+async function orderedEndpointWithId(
+  url: string,
+  opts: { caller?: Caller; events?: string[]; ordering?: 'per_resource' | 'none' } = {},
+): Promise<{ caller: Caller; id: string }> {
+  const caller: Caller = opts.caller ?? { accountId: `acct_ord${++n}`, livemode: false };
   const { endpoint } = await db.db.transaction((tx) =>
     createEndpoint(
       tx,
       caller,
-      { url, events: ['*'], ordering: 'per_resource' },
+      { url, events: opts.events ?? ['*'], ordering: opts.ordering ?? 'per_resource' },
       { box, policy: { allowHttp: true, allowPrivate: true } },
     ),
   );
@@ -103,10 +107,11 @@ function change(
   seq: number,
   eventId?: string,
   atMs = Date.now(),
+  type = events.EventType.ORDER_UPDATED,
 ): IncomingEvent {
   const event = create(events.EventSchema, {
     id: eventId ?? `evt_ord${String(++n).padStart(8, '0')}`,
-    type: events.EventType.ORDER_UPDATED,
+    type,
     createdAt: timestampFromMs(atMs),
     data: {
       case: 'order',
@@ -198,6 +203,71 @@ describe('per_resource ordering with two engines on one database', () => {
     expect(got[2]!.at - got[1]!.at).toBeGreaterThanOrEqual(25);
     await new Promise((res) => setTimeout(res, 300));
     expect(r.received).toHaveLength(3);
+  });
+
+  it('holds a later version until the earlier one, not yet arrived, is recorded; an unordered endpoint is not held', async () => {
+    const r = await receiver();
+    r.reply = () => ({ status: 200, delayMs: 20 });
+    const plain = await receiver();
+    plain.reply = () => ({ status: 200, delayMs: 20 });
+    const [a, b] = [engine(), engine()];
+    const caller = await orderedEndpoint(r.url);
+    await orderedEndpointWithId(plain.url, { caller, ordering: 'none' });
+    const order = `ord_ver${++n}`;
+    // Version 2 arrives first: the publish of version 1 failed, the outbox poll sends it later.
+    const t0 = Date.now();
+    await record([{ ...change(caller, order, 'second', 602), version: 2 }], a);
+    // The unordered endpoint gets it at once; the ordered one waits.
+    await plain.waitFor(1, 5_000);
+    await new Promise((res) => setTimeout(res, 800));
+    expect(r.received).toHaveLength(0);
+    await record([{ ...change(caller, order, 'first', 601), version: 1 }], b);
+    const got = await r.waitFor(2, 10_000);
+    expect(labels(got, order)).toEqual(['first', 'second']);
+    expect(got[0]!.at - t0).toBeGreaterThanOrEqual(800);
+    // Version 1's success released version 2 at once (no wait for a poll).
+    expect(got[1]!.at - got[0]!.at).toBeLessThan(1_000);
+    expect(labels(plain.received, order)).toEqual(['second', 'first']);
+  });
+
+  it('waits for the previous version even when the endpoint does not take its type', async () => {
+    const r = await receiver();
+    r.reply = () => ({ status: 200, delayMs: 20 });
+    const a = engine();
+    const { caller } = await orderedEndpointWithId(r.url, { events: ['order.updated'] });
+    const order = `ord_vtype${++n}`;
+    await record([{ ...change(caller, order, 'updated', 702), version: 2 }], a);
+    await new Promise((res) => setTimeout(res, 800));
+    expect(r.received).toHaveLength(0);
+    // Version 1 is an order.created this endpoint does not take: recorded, no delivery here.
+    const created = {
+      ...change(caller, order, 'created', 701, undefined, Date.now(), events.EventType.ORDER_CREATED),
+      version: 1,
+    };
+    const t1 = Date.now();
+    expect(await record([created], a)).toHaveLength(0);
+    const got = await r.waitFor(1, 5_000);
+    expect(labels(got, order)).toEqual(['updated']);
+    // Due again after a poll interval (200 ms here): not the whole wait.
+    expect(got[0]!.at - t1).toBeLessThan(2_000);
+  });
+
+  it('a previous version that never arrives holds the later one for the ordering wait only', async () => {
+    const r = await receiver();
+    r.reply = () => ({ status: 200, delayMs: 20 });
+    const a = engine(undefined, 1_500);
+    const caller = await orderedEndpoint(r.url);
+    const order = `ord_vlost${++n}`;
+    await record([{ ...change(caller, order, 'first', 801), version: 1 }], a);
+    await r.waitFor(1, 5_000);
+    // Version 2 is lost for good; version 3 goes once it waited 1.5 s, version 4 after it.
+    const t0 = Date.now();
+    await record([{ ...change(caller, order, 'third', 803), version: 3 }], a);
+    await record([{ ...change(caller, order, 'fourth', 804), version: 4 }], a);
+    const got = await r.waitFor(3, 10_000);
+    expect(labels(got, order)).toEqual(['first', 'third', 'fourth']);
+    expect(got[1]!.at - t0).toBeGreaterThanOrEqual(1_400);
+    expect(got[1]!.at - t0).toBeLessThan(4_000);
   });
 
   it('a recovery sends the events that arrived while the endpoint was disabled in commit order too', async () => {

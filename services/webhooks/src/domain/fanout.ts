@@ -73,6 +73,12 @@ export interface IncomingEvent {
    * events), per_resource endpoints get the event unordered.
    */
   seq?: string | null;
+  /**
+   * The resource's version after this change (the JetStream header kit/outbox
+   * RESOURCE_VERSION_HEADER): 1, 2, 3, … over the resource's events, without a gap. A
+   * per_resource delivery of version v waits for version v − 1 to be recorded (delivery/engine.ts).
+   */
+  version?: number | null;
 }
 
 /**
@@ -102,9 +108,10 @@ export async function recordEvents(
       type: string;
       about: string | null;
       seq: string | null;
+      version: number | null;
     }
   >();
-  for (const { event, payload, aboutEndpoint, seq } of incoming) {
+  for (const { event, payload, aboutEndpoint, seq, version } of incoming) {
     if (byId.has(event.id)) continue;
     const type = eventTypeName(event.type);
     byId.set(event.id, {
@@ -114,6 +121,7 @@ export async function recordEvents(
       type,
       about: aboutEndpoint ?? null,
       seq: seq ?? null,
+      version: version ?? null,
     });
   }
   if (byId.size === 0) return [];
@@ -141,18 +149,22 @@ export async function recordEvents(
         ${sql.param(createdAt.map((ms) => encodeTime(ms)))}::text[],
         ${sql.param(list.map((e) => !OPERATIONAL_EVENT_TYPES.includes(e.type)))}::boolean[],
         ${sql.param(list.map((e) => e.about))}::text[],
-        ${sql.param(list.map((e) => (e.seq === null ? null : resourceKey(e.event))))}::text[],
-        ${sql.param(list.map((e) => e.seq))}::bigint[]
-      ) as t(id, account_id, livemode, type, payload, body, created_at, id_time, star, about, resource, seq)
+        ${sql.param(list.map((e) => (e.seq === null && e.version === null ? null : resourceKey(e.event))))}::text[],
+        ${sql.param(list.map((e) => e.seq))}::bigint[],
+        ${sql.param(list.map((e) => e.version))}::integer[]
+      ) as t(id, account_id, livemode, type, payload, body, created_at, id_time, star, about, resource, seq, version)
     ), ev as (
-      insert into webhooks.events (id, account_id, livemode, type, payload, body, created_at, outbox_seq)
-      select id, account_id, livemode, type, payload, body, created_at, seq from input
+      insert into webhooks.events
+        (id, account_id, livemode, type, payload, body, created_at, outbox_seq, resource_key, resource_version)
+      select id, account_id, livemode, type, payload, body, created_at, seq,
+             case when version is not null then resource end, case when resource is not null then version end
+        from input
       on conflict do nothing
       returning id, account_id, livemode, type
     ), ins as (
       insert into webhooks.deliveries
         (id, event_id, endpoint_id, account_id, livemode, status, next_attempt_at, ordering_key, ordering_seq,
-         created_at)
+         ordering_version, created_at)
       select 'dlv_' || i.id_time || substr(md5(ev.id || e.id), 1, 16),
              ev.id, e.id, e.account_id, e.livemode,
              -- An unhealthy endpoint gets nothing until re-enabled; the delivery stays listed as not sent.
@@ -163,8 +175,11 @@ export async function recordEvents(
                   else ${lease}::timestamptz end,
              -- per_resource: the resource and where its change committed (an event without a
              -- seq, or without a resource, goes unordered).
-             case when e.ordering = 'per_resource' then i.resource end,
+             case when e.ordering = 'per_resource' and i.seq is not null then i.resource end,
              case when e.ordering = 'per_resource' and i.resource is not null then i.seq end,
+             -- and its version when a predecessor exists, which the claim waits for.
+             case when e.ordering = 'per_resource' and i.resource is not null and i.seq is not null
+                   and i.version > 1 then i.version end,
              ${now}
         from ev
         join input i on i.id = ev.id
