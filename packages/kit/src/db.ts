@@ -1,8 +1,10 @@
 // PostgreSQL access shared by the services: one pool per process, drizzle on top, and the
 // start-up migration step. Each service owns one schema and its own migrations folder.
+
+import type { SQL } from 'drizzle-orm';
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { migrate } from 'drizzle-orm/node-postgres/migrator';
-import { customType } from 'drizzle-orm/pg-core';
+import { customType, PgDialect } from 'drizzle-orm/pg-core';
 import pg from 'pg';
 import { registerPoolMetrics } from './metrics.ts';
 
@@ -30,6 +32,26 @@ export interface RawSession {
  */
 export function rawSession(tx: Tx): RawSession {
   return (tx as unknown as { session: RawSession }).session;
+}
+
+const dialect = new PgDialect();
+
+/**
+ * Runs a hot statement built with drizzle's `sql` as a named prepared statement: parsed and
+ * planned once per connection, not on every call. Its text must not vary between calls (values
+ * only as parameters; arrays for batches), since one name stands for one text. Rows come with
+ * pg's own type parsers (a timestamp is a Date), where db.execute leaves timestamps as text.
+ */
+export async function executeNamed<R extends pg.QueryResultRow>(
+  tx: Tx,
+  name: string,
+  query: SQL,
+): Promise<R[]> {
+  const { sql: text, params } = dialect.sqlToQuery(query);
+  const session = rawSession(tx);
+  session.logger.logQuery(text, params);
+  const { rows } = await session.client.query<R>({ name, text, values: params });
+  return rows;
 }
 
 export interface Database {

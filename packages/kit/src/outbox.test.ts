@@ -86,6 +86,11 @@ function recordingPool(): {
   const real = database.pool;
   const note = (text: unknown, values: unknown) => {
     if (typeof text === 'string') statements.push({ text: text.trim(), values: values as unknown[] });
+    // A named statement comes as a config object.
+    else if (text && typeof (text as pg.QueryConfig).text === 'string') {
+      const config = text as pg.QueryConfig;
+      statements.push({ text: config.text.trim(), values: config.values as unknown[] });
+    }
   };
   const pool = Object.create(real) as pg.Pool;
   pool.query = ((text: unknown, values?: unknown) => {

@@ -373,7 +373,11 @@ export function startRelay(opts: RelayOptions): Relay {
     const ids = toDelete;
     toDelete = [];
     const p = pool
-      .query(`delete from ${table} where event_id = any($1::text[])`, [ids])
+      .query({
+        name: `mcs_outbox_delete_${opts.schema}`,
+        text: `delete from ${table} where event_id = any($1::text[])`,
+        values: [ids],
+      })
       .then(
         () => {},
         // Published but still in the outbox: the poll publishes them again once they age, and

@@ -50,7 +50,7 @@
 // A delivery attempted without a claim was checked against its endpoint's status by the fan-out
 // statement a moment before; an endpoint disabled or deleted in that moment still gets that
 // attempt, as it would an attempt already in flight, and its record follows the straggler rule.
-import type { Db } from '@mcs/kit/db';
+import { type Db, executeNamed } from '@mcs/kit/db';
 import type { Logger } from '@mcs/kit/log';
 import { endSpan, SpanKind, tracer, tracing } from '@mcs/kit/tracing';
 import { sql } from 'drizzle-orm';
@@ -575,7 +575,11 @@ export function createEngine(opts: EngineOptions): Engine {
                   from webhooks.deliveries
                  where id = any(${ids}::text[]) and ordering_key is not null
                  order by 1) k`);
-      const { rows } = await tx.execute<ClaimedRow>(sql`
+      // Named (planned once per connection): every ordered delivery's claim runs it.
+      return executeNamed<ClaimedRow>(
+        tx,
+        'mcs_claim_ordered',
+        sql`
         with input as (
           select * from unnest(${ids}::text[], ${sql.param(items.map((i) => i.lease))}::timestamptz[]) as t(id, lease)
         ), s as (
@@ -616,8 +620,8 @@ export function createEngine(opts: EngineOptions): Engine {
         select c.id, c.attempts, c.schedule_start, c.event_id, c.ordering_key, c.paused, e.url,
                e.secret_sealed, e.status as endpoint_status, e.max_rate, ev.body, c.missing_version
           from c left join webhooks.endpoints e on e.id = c.endpoint_id
-                 left join webhooks.events ev on ev.id = c.event_id`);
-      return rows;
+                 left join webhooks.events ev on ev.id = c.event_id`,
+      );
     });
   }
 
@@ -787,14 +791,17 @@ export function createEngine(opts: EngineOptions): Engine {
     // when this looks, so the hold is never missed (it would wait a whole HOLD).
     const rows = await db.transaction(async (tx) => {
       await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`${endpointId} ${key}`}, 0))`);
-      const { rows } = await tx.execute<{ id: string }>(sql`
+      return executeNamed<{ id: string }>(
+        tx,
+        'mcs_release_ordered',
+        sql`
         update webhooks.deliveries set next_attempt_at = ${lease}, ordering_held = false
          where id = (select id from webhooks.deliveries
                       where endpoint_id = ${endpointId} and ordering_key = ${key} and status = 'pending'
                       order by ordering_seq limit 1)
            and status = 'pending' and ordering_held
-        returning id`);
-      return rows;
+        returning id`,
+      );
     });
     if (rows.length > 0) enqueue(rows.map((r) => ({ deliveryId: r.id, endpointId, lease, ordered: true })));
   }

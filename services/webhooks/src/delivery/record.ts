@@ -7,7 +7,7 @@
 // Every write is guarded by `attempts = number - 1 and status = 'pending'`: however many workers
 // attempt a delivery (a lease that ran out, a replica's poller), one record per attempt number
 // wins and the others change nothing.
-import type { Db, Tx } from '@mcs/kit/db';
+import { type Db, executeNamed, type Tx } from '@mcs/kit/db';
 import { newId } from '@mcs/kit/ids';
 import type { Logger } from '@mcs/kit/log';
 import { and, eq, isNull, lte, sql } from 'drizzle-orm';
@@ -251,7 +251,10 @@ export async function recordAttempt(
  * Those it did not (skipped or recorded meanwhile) need recordAttempt.
  */
 export async function recordSuccesses(db: Db, list: readonly Attempted[], now: Date): Promise<Set<string>> {
-  const { rows } = await db.execute<{ id: string }>(sql`
+  const rows = await executeNamed<{ id: string }>(
+    db,
+    'mcs_record_successes',
+    sql`
     with input as (
       select * from unnest(
         ${sql.param(list.map((a) => a.deliveryId))}::text[],
@@ -274,7 +277,8 @@ export async function recordSuccesses(db: Db, list: readonly Attempted[], now: D
       update webhooks.endpoints set failing_since = null, last_error = null, warned_at = null
        where id in (select endpoint_id from d) and failing_since is not null
     )
-    select id from d`);
+    select id from d`,
+  );
   return new Set(rows.map((r) => r.id));
 }
 
