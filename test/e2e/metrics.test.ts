@@ -84,6 +84,17 @@ describe('Prometheus metrics', () => {
     await bad?.close();
   });
 
+  it('every part starts with a settled heap (kit/heap.ts), not the one loading its code grew', async () => {
+    // Before any traffic but the account the set-up made. Unsettled, the young generation alone
+    // stayed at up to 128 MB after start-up (drizzle's package.json copies made it ~250 MB).
+    for (const part of PARTS) {
+      const { samples } = await scrape(part);
+      const heap = value(samples, 'nodejs_heap_size_total_bytes', { part });
+      expect(heap, part).toBeGreaterThan(0);
+      expect(heap! / 2 ** 20, part).toBeLessThan(64);
+    }
+  });
+
   it('every part exports its metrics, they move with traffic, and no label holds an id', async () => {
     const before = Object.fromEntries(
       await Promise.all(PARTS.map(async (p) => [p, await scrape(p)] as const)),

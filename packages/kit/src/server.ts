@@ -15,6 +15,7 @@ import { CALLER_HEADERS } from './caller.ts';
 import { parseDuration } from './config.ts';
 import { createFastUnary } from './fast-unary.ts';
 import { addHealthService, type HealthOptions, type HealthState } from './health.ts';
+import { settleHeap } from './heap.ts';
 import type { Logger } from './log.ts';
 import { initMetrics, rpcMetrics, serveMetrics } from './metrics.ts';
 import { addReflectionService } from './reflection.ts';
@@ -195,6 +196,8 @@ export async function runProcess(log: Logger, start: () => Promise<() => Promise
   // A standby of `pnpm start` (MCS_STANDBY=1): its code is loaded, and it starts when the
   // supervisor says so (the part it stands in for crashed), or leaves with the supervisor.
   if (process.send && process.env.MCS_STANDBY === '1') {
+    // Its code is loaded: a standby waits with the heap that loading left settled (heap.ts).
+    await settleHeap();
     await new Promise<void>((resolve) => {
       process.on('disconnect', () => process.exit(0));
       process.on('message', (m: { mcs?: unknown } | null) => {
@@ -209,6 +212,10 @@ export async function runProcess(log: Logger, start: () => Promise<() => Promise
     log.fatal({ err }, 'failed to start');
     process.exit(1);
   }
+  // Loading and starting grew V8's heap to its maximum young generation; give back what is not
+  // live now, so a part that stays idle does not hold it until V8's watchdog (heap.ts).
+  const settled = await settleHeap();
+  if (settled) log.debug(settled, 'heap settled after start-up');
   // Started by `pnpm start` (scripts/start.ts), which supervises over an IPC channel: say we are up.
   if (process.send) {
     process.send({ mcs: 'ready' });
