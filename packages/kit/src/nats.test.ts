@@ -1,6 +1,6 @@
 // ensureStream against the machine's real NATS JetStream, each test on a stream of its own prefix
 // (deleted afterwards): the duplicate window of a new stream, and of one an earlier version made
-// with the old 5-minute window.
+// with its window (5 minutes, then 60 s).
 import { randomBytes } from 'node:crypto';
 import { connect, type JetStreamManager, type NatsConnection, RetentionPolicy, StorageType } from 'nats';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -35,8 +35,8 @@ function fresh(): StreamNames {
 }
 
 describe('ensureStream', () => {
-  it('creates the stream with a 60 s duplicate window, and its webhooks consumer', async () => {
-    expect(DUPLICATE_WINDOW_NS).toBe(60 * 1e9);
+  it('creates the stream with a 15 s duplicate window, and its webhooks consumer', async () => {
+    expect(DUPLICATE_WINDOW_NS).toBe(15 * 1e9);
     const names = fresh();
     await ensureStream(jsm, names);
     const info = await jsm.streams.info(names.stream);
@@ -45,41 +45,47 @@ describe('ensureStream', () => {
     await expect(jsm.consumers.info(names.stream, names.durable('webhooks'))).resolves.toBeDefined();
   });
 
-  it('shortens the 5-minute window of a stream an earlier version made, keeping its messages', async () => {
-    const names = fresh();
-    // As the previous ensureStream made it.
-    await jsm.streams.add({
-      name: names.stream,
-      subjects: [names.all],
-      storage: StorageType.File,
-      retention: RetentionPolicy.Interest,
-      max_age: 7 * 24 * 3600 * 1e9,
-      duplicate_window: 5 * 60 * 1e9,
-      num_replicas: 1,
-    });
-    await jsm.consumers.add(names.stream, {
-      durable_name: names.durable('webhooks'),
-      filter_subject: names.all,
-    });
-    const js = nc.jetstream();
-    await js.publish(names.subject('order.created'), new Uint8Array([1]), { msgID: 'evt_before' });
+  it.each([
+    ['5-minute', 5 * 60 * 1e9],
+    ['60 s', 60 * 1e9],
+  ])(
+    'shortens the %s window of a stream an earlier version made, keeping its messages',
+    async (_, window) => {
+      const names = fresh();
+      // As the previous ensureStream made it.
+      await jsm.streams.add({
+        name: names.stream,
+        subjects: [names.all],
+        storage: StorageType.File,
+        retention: RetentionPolicy.Interest,
+        max_age: 7 * 24 * 3600 * 1e9,
+        duplicate_window: window,
+        num_replicas: 1,
+      });
+      await jsm.consumers.add(names.stream, {
+        durable_name: names.durable('webhooks'),
+        filter_subject: names.all,
+      });
+      const js = nc.jetstream();
+      await js.publish(names.subject('order.created'), new Uint8Array([1]), { msgID: 'evt_before' });
 
-    await ensureStream(jsm, names);
-    const info = await jsm.streams.info(names.stream);
-    expect(info.config.duplicate_window).toBe(DUPLICATE_WINDOW_NS);
-    expect(info.config.subjects).toEqual([names.all]);
-    expect(info.config.retention).toBe(RetentionPolicy.Interest);
-    expect(info.state.messages).toBe(1);
-    // Still a duplicate window: the same id again is dropped.
-    const again = await js.publish(names.subject('order.created'), new Uint8Array([1]), {
-      msgID: 'evt_before',
-    });
-    expect(again.duplicate).toBe(true);
+      await ensureStream(jsm, names);
+      const info = await jsm.streams.info(names.stream);
+      expect(info.config.duplicate_window).toBe(DUPLICATE_WINDOW_NS);
+      expect(info.config.subjects).toEqual([names.all]);
+      expect(info.config.retention).toBe(RetentionPolicy.Interest);
+      expect(info.state.messages).toBe(1);
+      // Still a duplicate window: the same id again is dropped.
+      const again = await js.publish(names.subject('order.created'), new Uint8Array([1]), {
+        msgID: 'evt_before',
+      });
+      expect(again.duplicate).toBe(true);
 
-    // A second start finds it current and leaves it as it is.
-    await ensureStream(jsm, names);
-    expect((await jsm.streams.info(names.stream)).config.duplicate_window).toBe(DUPLICATE_WINDOW_NS);
-  });
+      // A second start finds it current and leaves it as it is.
+      await ensureStream(jsm, names);
+      expect((await jsm.streams.info(names.stream)).config.duplicate_window).toBe(DUPLICATE_WINDOW_NS);
+    },
+  );
 });
 
 describe('createEventPublisher', () => {

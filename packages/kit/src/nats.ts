@@ -65,23 +65,28 @@ export function eventConsumerConfig(names: StreamNames): Partial<ConsumerConfig>
 }
 
 /**
- * How long JetStream remembers a message id to drop a second publish of it (ns): 60 s.
+ * How long JetStream remembers a message id to drop a second publish of it (ns): 15 s.
  *
  * nats-server keeps every id seen within the window in memory, so the window sets how much memory
- * a steady load holds: with 5 minutes, its RSS climbed for the whole of a 5-minute soak (issue 9,
- * target 7); with 60 s the set stops growing after the first minute.
+ * a steady load holds, and how long that memory keeps growing after a start: at 300 events/s a
+ * nats-server with the earlier 60 s window went 17 → 24.6 MiB over two minutes and was still
+ * climbing; with 15 s it stays at 19 ± 0.5 MiB from 40 s on (issue 9, target 7).
  *
- * 60 s is enough because the window is only the first of two guards against a doubled event:
+ * The window is one of three guards against an event stored twice, and the only one that needs
+ * time:
  * - The outbox relay republishes an event only when its row outlived a publish: the fast path's
- *   publish failed or its delete did not run (crash, PostgreSQL or NATS down), and the poll then
- *   takes the row once it is a few seconds old (`minAgeMs`, 3 s) — seconds after the first
- *   publish, well inside 60 s.
- * - A republish later than that (PostgreSQL down for more than a minute between the publish and
- *   the delete of its row) is stored twice in the stream, and the webhooks consumer drops the
- *   second copy: it records events by id in PostgreSQL (`insert … on conflict do nothing` into
- *   webhooks.events) and makes deliveries only for events it inserted, so no delivery repeats.
+ *   publish failed or timed out (5 s), or the process died between publish and delete; the poll
+ *   then takes the row once it is a few seconds old (`minAgeMs`, 3 s): seconds after the first
+ *   publish, inside 15 s.
+ * - A delete that failed after an acked publish (PostgreSQL gone) is retried by the same
+ *   process's poll without publishing again, however long the outage (outbox.ts).
+ * - A republish later than the window (a replica's poll after a long PostgreSQL outage, a
+ *   restart that took longer than 15 s, an ack lost with a NATS outage) is stored a second time,
+ *   and the webhooks consumer drops that copy: it records events by id in PostgreSQL
+ *   (`insert … on conflict do nothing` into webhooks.events) and makes deliveries only for the
+ *   events it inserted, so no delivery repeats.
  */
-export const DUPLICATE_WINDOW_NS = 60 * 1e9;
+export const DUPLICATE_WINDOW_NS = 15 * 1e9;
 
 /**
  * Creates the event stream and the webhooks service's durable consumer if they are missing; every
@@ -90,8 +95,8 @@ export const DUPLICATE_WINDOW_NS = 60 * 1e9;
  * so the server's store and memory stay flat under a steady load instead of growing with every
  * event for a week (measured: +20 % nats-server RSS over a 5-minute soak with limits retention).
  * A stream made by an earlier version with limits retention is kept as it is (JetStream cannot
- * change the retention of a stream); one made with another duplicate window (5 minutes before)
- * is updated to DUPLICATE_WINDOW_NS, which JetStream allows on a live stream.
+ * change the retention of a stream); one made with another duplicate window (5 minutes, then
+ * 60 s, before) is updated to DUPLICATE_WINDOW_NS, which JetStream allows on a live stream.
  */
 export async function ensureStream(jsm: JetStreamManager, names: StreamNames): Promise<void> {
   let existing: StreamInfo | undefined;

@@ -367,6 +367,39 @@ describe('outbox relay', () => {
     expect(ids.slice(before)).toEqual([event.id]);
   });
 
+  it('deletes a published row whose delete failed without publishing it again, past the duplicate window', async () => {
+    // JetStream's window shortened to 0.3 s for this test: only the relay can keep the event from
+    // being stored twice once PostgreSQL is back.
+    const jsm = await nc.jetstreamManager();
+    const window = (await streamStart()).config.duplicate_window;
+    await jsm.streams.update(names.stream, { duplicate_window: 300_000_000 });
+    // PostgreSQL refusing the relay's deletes (as if gone) until the trigger is dropped.
+    await database.pool.query(`
+      create function relay_test.no_delete() returns trigger language plpgsql
+        as $$ begin raise exception 'PostgreSQL unreachable (injected)'; end $$;
+      create trigger no_delete before delete on relay_test.outbox
+        for each row execute function relay_test.no_delete();`);
+    try {
+      const r = relay({ pollMs: 50, minAgeMs: 300 });
+      const before = (await streamStart()).state.messages;
+      const event = await r.publishAfter(() =>
+        transaction(database.db, (tx) => appendEvent(tx, outbox, newEvent())),
+      );
+      await until('the event in the stream', async () => (await streamStart()).state.messages === before + 1);
+      // The row aged past minAgeMs and the window while its delete kept failing: polled, not republished.
+      await new Promise((res) => setTimeout(res, 1_000));
+      expect(await outboxIds()).toEqual([event.id]);
+      await database.pool.query('drop trigger no_delete on relay_test.outbox');
+      await until('an empty outbox', async () => (await outboxIds()).length === 0);
+      expect((await streamEventIds()).slice(before)).toEqual([event.id]);
+    } finally {
+      await database.pool.query(
+        'drop trigger if exists no_delete on relay_test.outbox; drop function if exists relay_test.no_delete()',
+      );
+      await jsm.streams.update(names.stream, { duplicate_window: window });
+    }
+  });
+
   it('polls rows left behind by another process, and only once they have aged', async () => {
     // A row committed by a process that died before publishing it.
     const { event, row } = outboxEntry(newEvent());

@@ -14,7 +14,8 @@
 //   of the process that wrote them, so poll and fast path do not race for them; when they do
 //   meet (a row older than minAgeMs still in flight), the same event is published twice and
 //   JetStream drops the second.
-// A crash between publish and delete only republishes.
+// A crash between publish and delete only republishes; a delete that failed (PostgreSQL gone) is
+// retried by the poll without a second publish.
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { create, toBinary } from '@bufbuild/protobuf';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
@@ -365,6 +366,15 @@ export function startRelay(opts: RelayOptions): Relay {
   const verifying = new Set<Promise<void>>();
   /** Failed fast publishes since the last success: logged once per run of failures. */
   let fastFailures = 0;
+  /**
+   * Events JetStream acked whose row this process could not delete (PostgreSQL gone between the
+   * publish and the delete). This process's poll deletes their rows without publishing them
+   * again: after an outage longer than the stream's duplicate window (15 s, nats.ts) a republish
+   * would be stored a second time. Bounded: a republish is harmless (the webhooks consumer
+   * records an event id once), only wasteful.
+   */
+  const ackedNotDeleted = new Set<string>();
+  const MAX_ACKED_NOT_DELETED = 10_000;
 
   function flushDeletes(): void {
     if (deleteTimer) clearTimeout(deleteTimer);
@@ -380,9 +390,16 @@ export function startRelay(opts: RelayOptions): Relay {
       })
       .then(
         () => {},
-        // Published but still in the outbox: the poll publishes them again once they age, and
-        // JetStream (or the consumer's idempotent record) drops the repeat.
-        (err: Error) => log.warn({ err: err.message, rows: ids.length }, 'outbox relay: delete failed'),
+        // Published but still in the outbox: this process's poll deletes them once they age,
+        // without publishing them again (another replica's poll may republish them: JetStream,
+        // within its duplicate window, or the consumer's idempotent record drops the repeat).
+        (err: Error) => {
+          log.warn({ err: err.message, rows: ids.length }, 'outbox relay: delete failed');
+          for (const id of ids) {
+            if (ackedNotDeleted.size >= MAX_ACKED_NOT_DELETED) break;
+            ackedNotDeleted.add(id);
+          }
+        },
       )
       .finally(() => deleting.delete(p));
     deleting.add(p);
@@ -528,20 +545,23 @@ export function startRelay(opts: RelayOptions): Relay {
       );
       if (rows.length > 0) {
         await Promise.all(
-          rows.map((r) => {
-            const h = natsHeaders();
-            h.set(OUTBOX_SEQ_HEADER, String(r.seq));
-            if (r.resource_version !== null) h.set(RESOURCE_VERSION_HEADER, String(r.resource_version));
-            return js.publish(names.subject(r.type), r.payload, {
-              msgID: r.event_id,
-              timeout: 5_000,
-              headers: h,
-            });
-          }),
+          rows
+            .filter((r) => !ackedNotDeleted.has(r.event_id))
+            .map((r) => {
+              const h = natsHeaders();
+              h.set(OUTBOX_SEQ_HEADER, String(r.seq));
+              if (r.resource_version !== null) h.set(RESOURCE_VERSION_HEADER, String(r.resource_version));
+              return js.publish(names.subject(r.type), r.payload, {
+                msgID: r.event_id,
+                timeout: 5_000,
+                headers: h,
+              });
+            }),
         );
         await client.query(`delete from ${table} where seq = any($1::bigint[])`, [rows.map((r) => r.seq)]);
       }
       await client.query('commit');
+      for (const r of rows) ackedNotDeleted.delete(r.event_id);
       return rows.length;
     } catch (err) {
       await client.query('rollback').catch(() => {});
