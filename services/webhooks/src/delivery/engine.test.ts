@@ -272,8 +272,11 @@ describe('delivery engine', () => {
     for (let i = 0; i < 12; i++) await emit(caller, engine);
     const got = await r.waitFor(12, 10_000);
     // The first 4 go out together (perEndpoint); once they time out, one at a time: each
-    // arrives only after the previous one's time-out.
-    for (let i = 5; i < 8; i++) expect(got[i]!.at - got[i - 1]!.at).toBeGreaterThanOrEqual(180);
+    // arrives only after the previous one's time-out. Arrivals are seen at the receiver, which a
+    // busy machine delays by a few tens of ms now and then: so each gap is far from "together"
+    // (concurrent attempts arrive within a few ms), and three gaps add up to three time-outs.
+    for (let i = 5; i < 8; i++) expect(got[i]!.at - got[i - 1]!.at).toBeGreaterThanOrEqual(100);
+    expect(got[7]!.at - got[4]!.at).toBeGreaterThanOrEqual(3 * 200 - 60);
     // After a success the endpoint gets its full concurrency back: the rest arrive together.
     expect(got[11]!.at - got[8]!.at).toBeLessThan(150);
   });
