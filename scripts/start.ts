@@ -22,6 +22,7 @@ import { join, resolve } from 'node:path';
 import {
   baseEnvSchema,
   booleanFlag,
+  PART_NODE_FLAGS,
   parseDuration,
   parseEnv,
   SERVICES,
@@ -244,7 +245,12 @@ function nodePart(name: string, entry: string, env: NodeJS.ProcessEnv): Part {
       let child = part.standby;
       part.standby = undefined;
       if (child && !child.exit) child.proc.send({ mcs: 'go' });
-      else child = spawnChild(name, process.execPath, [entry], { cwd: ROOT, env, ipc: true });
+      else
+        child = spawnChild(name, process.execPath, [...PART_NODE_FLAGS, entry], {
+          cwd: ROOT,
+          env,
+          ipc: true,
+        });
       spawned(child);
       // Ready when it says so (it listens and has started everything), not merely when its port
       // accepts: something else may hold the port.
@@ -252,7 +258,7 @@ function nodePart(name: string, entry: string, env: NodeJS.ProcessEnv): Part {
     },
     ready() {
       if (shuttingDown || part.standby) return;
-      const standby = spawnChild(name, process.execPath, [entry], {
+      const standby = spawnChild(name, process.execPath, [...PART_NODE_FLAGS, entry], {
         cwd: ROOT,
         env: { ...env, MCS_STANDBY: '1' },
         ipc: true,

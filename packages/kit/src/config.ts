@@ -4,6 +4,16 @@
 import { z } from 'zod';
 
 export const SERVICES = ['accounts', 'commerce', 'messaging', 'webhooks'] as const;
+
+/**
+ * Node flags of every part `pnpm start` (and the test stack) runs. `--single-threaded-gc`: the
+ * parts share a small machine (seven busy processes on two cores), where V8's parallel GC helper
+ * threads wait for one another behind the other processes — a young-generation collection took
+ * 10–40 ms — and spend CPU on coordination. Measured in four interleaved pairs of runs (keyed
+ * orders, closed loop and paced): 5–9 % less CPU per order in each of gateway, commerce and
+ * webhooks. (Not in the Kubernetes manifests: a pod with CPUs of its own gains from the helpers.)
+ */
+export const PART_NODE_FLAGS: readonly string[] = ['--single-threaded-gc'];
 export type ServiceName = (typeof SERVICES)[number];
 
 /** Offset of each service's port from the gateway's PORT, when its *_URL is not given. */

@@ -4,7 +4,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { SERVICES } from '@mcs/kit/config';
+import { PART_NODE_FLAGS, SERVICES } from '@mcs/kit/config';
 import { createTestDatabase, type TestDatabase } from './db.ts';
 import { createTestNats, type TestNats } from './nats.ts';
 
@@ -187,7 +187,7 @@ export async function startStack(
   const id = (part: Part, replica: number) => `${part}#${replica}`;
 
   async function launch(part: Part, replica = 0): Promise<void> {
-    const child = spawn(process.execPath, [ENTRY[part]], {
+    const child = spawn(process.execPath, [...PART_NODE_FLAGS, ENTRY[part]], {
       cwd: REPO_ROOT,
       env: envOf(replica),
       stdio: ['ignore', 'pipe', 'pipe'],
