@@ -12,10 +12,11 @@ const schema = baseEnvSchema.extend({
    */
   RATE_LIMIT_REPLICAS: z.coerce.number().int().min(1).default(1),
   /**
-   * How the gateway calls the services: Connect over HTTP/2 (unary calls on the gateway's lean
-   * transport), over connect-node's HTTP/2 transport, or over HTTP/1.1 keep-alive.
+   * How the gateway calls the services: Connect unary calls on its own lean transport over
+   * HTTP/1.1 keep-alive (`http1`) or HTTP/2 (`http2`), or connect-node's HTTP/2 transport
+   * (`connect-node`).
    */
-  SERVICE_TRANSPORT: z.enum(['http1', 'http2', 'connect-node']).default('http2'),
+  SERVICE_TRANSPORT: z.enum(['http1', 'http2', 'connect-node']).default('http1'),
   /** Port of the gateway's Prometheus /metrics (on SERVICE_HOST); default PORT + 5, 0 turns it off. */
   METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   /** Fault injection for crash tests only (see http.ts). */

@@ -40,17 +40,16 @@ await runProcess(log, async () => {
   const janitor = setInterval(sweep, 3_600_000);
   janitor.unref();
 
-  // The hop to the services: Connect, binary. HTTP/2 (default) multiplexes the calls on one
-  // connection per service and costs the least CPU per call once calls overlap, which is what
-  // counts on a busy box (pnpm bench ingest: gateway 0.39 ms of CPU per keyed order vs 0.54–0.59
-  // over HTTP/1.1). Its unary calls go through the gateway's own lean transport (transport.ts),
-  // which cuts connect-node's per-call machinery; SERVICE_TRANSPORT=connect-node uses
-  // connect-node's HTTP/2 transport for every call instead, SERVICE_TRANSPORT=http1 its HTTP/1.1
-  // keep-alive one, which answers a lone call a little sooner on idle cores
-  // (test/bench/transport.ts). Services serve all of them on one port.
-  // Every call to a service passes its circuit (circuit.ts): while the service or its database
-  // is down, calls are refused here at once (503) instead of each one trying to reach it.
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+  // The hop to the services: Connect, binary, unary calls on the gateway's own lean transport
+  // (transport.ts), which cuts connect-node's per-call machinery. Over HTTP/1.1 keep-alive by
+  // default: a node:http2 client stream outlives the young-generation collections, so under load
+  // every call promoted a few KB and the gateway ran a major GC every few seconds (closed-loop
+  // keyed orders: see transport.ts); its CPU per call is no higher than HTTP/2's.
+  // SERVICE_TRANSPORT=http2 multiplexes them on one HTTP/2 connection per service instead, and
+  // SERVICE_TRANSPORT=connect-node uses connect-node's HTTP/2 transport for every call. Streaming
+  // calls (listen) always take connect-node's HTTP/2 transport. Services serve all of them on one
+  // port. Every call to a service passes its circuit (circuit.ts): while the service or its
+  // database is down, calls are refused here at once (503) instead of each one trying to reach it.
   const circuits: Circuit[] = [];
   const transports = new Map<ServiceName, Transport>(
     SERVICES.map((name) => {
@@ -73,23 +72,17 @@ await runProcess(log, async () => {
             : log.info({ service: name }, 'service back'),
       });
       circuits.push(circuit);
-      let transport: Transport;
-      if (env.SERVICE_TRANSPORT === 'http1')
-        transport = createConnectTransport({
-          baseUrl: serviceUrl(name),
-          httpVersion: '1.1',
-          useBinaryFormat: true,
-          nodeOptions: { agent },
-        });
-      else {
-        const h2 = createConnectTransport({
-          baseUrl: serviceUrl(name),
-          httpVersion: '2',
-          useBinaryFormat: true,
-        });
-        transport =
-          env.SERVICE_TRANSPORT === 'connect-node' ? h2 : createUnaryTransport(serviceUrl(name), h2);
-      }
+      const h2 = createConnectTransport({
+        baseUrl: serviceUrl(name),
+        httpVersion: '2',
+        useBinaryFormat: true,
+      });
+      const transport: Transport =
+        env.SERVICE_TRANSPORT === 'connect-node'
+          ? h2
+          : createUnaryTransport(serviceUrl(name), h2, {
+              httpVersion: env.SERVICE_TRANSPORT === 'http2' ? '2' : '1.1',
+            });
       guarded = circuit.guard(transport);
       return [name, guarded];
     }),
@@ -201,6 +194,5 @@ await runProcess(log, async () => {
     revocations.unsubscribe();
     await nc.drain();
     await database.close();
-    agent.destroy();
   };
 });

@@ -1,5 +1,6 @@
-// The gateway's hop to a service: Connect unary calls in binary over one HTTP/2 connection,
-// written on node:http2 directly.
+// The gateway's hop to a service: Connect unary calls in binary, over HTTP/1.1 keep-alive
+// connections (node:http, the default) or over one HTTP/2 connection (node:http2), written on
+// Node's modules directly.
 //
 // connect-node's transport runs each call through its general machinery: interceptor chain,
 // universal request and response objects, async iterables for both bodies, a linked
@@ -10,8 +11,18 @@
 // /<service>/<method>, `application/proto`, `connect-timeout-ms`, errors as the JSON end of a
 // unary call, trailers as `trailer-` headers. Streaming calls go to connect-node's transport.
 //
+// HTTP/1.1 is the default because of the garbage collector. node:http2's request() binds its
+// connect callback with AsyncResource.bind, which defines accessor properties with fresh
+// closures on the bound function: that function gets a hidden class of its own, kept in the old
+// space, and whatever those closures reach (the stream, its listeners, the call's state, the
+// decoded answer) survives every young-generation collection until the next full one. Under
+// load each call promoted a few KB and the gateway ran a major GC every few seconds. A node:http
+// request on a pooled socket dies young, for the same CPU per call. The listeners of a finished
+// HTTP/2 call are detached all the same, so a stream that lingers holds only itself.
+//
 // Failures of the connection itself (refused, reset, closed before an answer) are
 // `unavailable`: the service is down or restarting, and the gateway answers 503.
+import http from 'node:http';
 import http2 from 'node:http2';
 import {
   create,
@@ -27,11 +38,194 @@ import { codeFromHttpStatus, errorFromJsonBytes } from '@connectrpc/connect/prot
 /** Answers larger than this are refused (no answer of ours comes near it). */
 const READ_MAX_BYTES = 16 * 1024 * 1024;
 
-/** How long a connection to a service may sit without calls before it is closed. */
+/** How long a connection to a service may sit without calls before it is closed (HTTP/2). */
 const IDLE_CLOSE_MS = 60_000;
 
-export function createUnaryTransport(baseUrl: string, streaming: Transport): Transport {
+/** Connections per service over HTTP/1.1 (one call at a time each; more calls wait for one). */
+const HTTP1_MAX_SOCKETS = 256;
+
+/** The answer's head as Node gives it (HTTP/2 pseudo-headers are skipped). */
+type RawHeaders = Record<string, string | string[] | number | undefined>;
+
+/** How one call on the wire ends: the service answered, or the call broke (`unavailable`, …). */
+interface CallSink {
+  answered(status: number, headers: RawHeaders, bytes: Buffer): void;
+  broken(err: ConnectError): void;
+}
+
+/** Starts one call (POST `path` with `headers` and `body`); returns its cancel (close or reset it). */
+type Send = (path: string, headers: Record<string, string>, body: Uint8Array, sink: CallSink) => () => void;
+
+/** Replaces a finished stream's listeners, so a late error on it is not an unhandled one. */
+const ignore = () => {};
+
+export interface UnaryTransportOptions {
+  /** `1.1` (default): pooled keep-alive connections; `2`: one multiplexed connection. */
+  httpVersion?: '1.1' | '2';
+}
+
+export function createUnaryTransport(
+  baseUrl: string,
+  streaming: Transport,
+  opts: UnaryTransportOptions = {},
+): Transport {
   const origin = new URL(baseUrl).origin;
+  const send = opts.httpVersion === '2' ? http2Sender(origin) : http1Sender(origin);
+
+  function unary<I extends DescMessage, O extends DescMessage>(
+    method: DescMethodUnary<I, O>,
+    signal: AbortSignal | undefined,
+    timeoutMs: number | undefined,
+    header: ConstructorParameters<typeof Headers>[0] | undefined,
+    input: Parameters<Transport['unary']>[4],
+  ): Promise<UnaryResponse<I, O>> {
+    const message = isMessage(input, method.input) ? input : create(method.input, input as never);
+    const body = toBinary(method.input, message);
+    const outgoing: Record<string, string> = {
+      'content-type': 'application/proto',
+      'connect-protocol-version': '1',
+    };
+    if (timeoutMs !== undefined && timeoutMs > 0) outgoing['connect-timeout-ms'] = String(timeoutMs);
+    if (header) new Headers(header).forEach((value, name) => void Object.assign(outgoing, { [name]: value }));
+
+    return new Promise<UnaryResponse<I, O>>((resolve, reject) => {
+      if (signal?.aborted) {
+        reject(ConnectError.from(signal.reason, Code.Canceled));
+        return;
+      }
+      let done = false;
+      let timer: NodeJS.Timeout | undefined;
+      let cancel: (() => void) | undefined;
+      const finish = () => {
+        if (done) return false;
+        done = true;
+        if (timer) clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        return true;
+      };
+      const fail = (err: ConnectError) => {
+        if (!finish()) return;
+        cancel?.();
+        reject(err);
+      };
+      const onAbort = () => fail(ConnectError.from(signal?.reason, Code.Canceled));
+      signal?.addEventListener('abort', onAbort, { once: true });
+      if (timeoutMs !== undefined && timeoutMs > 0)
+        timer = setTimeout(
+          () => fail(new ConnectError('the operation timed out', Code.DeadlineExceeded)),
+          timeoutMs,
+        );
+      cancel = send(`/${method.parent.typeName}/${method.name}`, outgoing, body, {
+        broken(err) {
+          if (finish()) reject(err);
+        },
+        answered(status, raw, bytes) {
+          if (!finish()) return;
+          const h = new Headers();
+          const t = new Headers();
+          for (const name in raw) {
+            const value = raw[name];
+            if (name.charCodeAt(0) === 58 /* ':' */ || value === undefined) continue;
+            const trailer = name.startsWith('trailer-');
+            const target = trailer ? t : h;
+            const key = trailer ? name.slice(8) : name;
+            if (Array.isArray(value)) for (const v of value) target.append(key, v);
+            else target.append(key, String(value));
+          }
+          const type = h.get('content-type') ?? '';
+          if (status !== 200 || type.startsWith('application/json')) {
+            const fallback = new ConnectError(
+              `HTTP ${status}`,
+              codeFromHttpStatus(status),
+              appendHeaders(h, t),
+            );
+            let err: ConnectError;
+            try {
+              err = type.startsWith('application/json')
+                ? errorFromJsonBytes(bytes, appendHeaders(h, t), fallback)
+                : fallback;
+            } catch (e) {
+              err = e instanceof ConnectError ? e : fallback;
+            }
+            return reject(err);
+          }
+          if (type !== 'application/proto')
+            return reject(new ConnectError(`unexpected content type ${type}`, Code.Internal));
+          let output: ReturnType<typeof fromBinary<O>>;
+          try {
+            output = fromBinary(method.output, bytes);
+          } catch (e) {
+            return reject(new ConnectError(`parse binary: ${(e as Error).message}`, Code.Internal));
+          }
+          resolve({ stream: false, service: method.parent, method, header: h, message: output, trailer: t });
+        },
+      });
+      // The call may have broken already (no connection at all).
+      if (done) cancel();
+    });
+  }
+
+  return { unary, stream: streaming.stream.bind(streaming) } as Transport;
+}
+
+/** Calls on pooled HTTP/1.1 keep-alive connections (node:http). */
+function http1Sender(origin: string): Send {
+  const url = new URL(origin);
+  // Idle sockets are unref'd by the agent (the process may exit) and closed before the service's
+  // keep-alive timeout, which its answers announce.
+  const agent = new http.Agent({ keepAlive: true, maxSockets: HTTP1_MAX_SOCKETS, scheduling: 'lifo' });
+  return (path, headers, body, sink) => {
+    let ended = false;
+    const broken = (why: string, cause?: unknown) => {
+      if (ended) return;
+      ended = true;
+      sink.broken(new ConnectError(why, Code.Unavailable, undefined, undefined, cause));
+    };
+    const req = http.request({
+      agent,
+      host: url.hostname,
+      port: url.port,
+      method: 'POST',
+      path,
+      headers: { ...headers, 'content-length': String(body.byteLength) },
+    });
+    req.on('response', (res: http.IncomingMessage) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      res.on('data', (chunk: Buffer) => {
+        if (ended) return;
+        size += chunk.length;
+        if (size > READ_MAX_BYTES) {
+          ended = true;
+          req.destroy();
+          sink.broken(new ConnectError(`answer larger than ${READ_MAX_BYTES} bytes`, Code.ResourceExhausted));
+        } else chunks.push(chunk);
+      });
+      res.on('end', () => {
+        if (ended) return;
+        ended = true;
+        sink.answered(
+          res.statusCode ?? 0,
+          res.headers,
+          chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks),
+        );
+      });
+      res.on('error', (err: Error) => broken(`${origin}: ${err.message}`, err));
+    });
+    // The connection failed or broke (refused, reset, closed): the service is unavailable.
+    req.on('error', (err: Error) => broken(`${origin}: ${err.message}`, err));
+    req.on('close', () => broken(`${origin} closed the call without an answer`));
+    req.end(body);
+    return () => {
+      ended = true;
+      // A call given up mid-way: its socket goes, and the service sees its client leave.
+      if (!req.destroyed) req.destroy();
+    };
+  };
+}
+
+/** Calls multiplexed on one HTTP/2 connection (node:http2). */
+function http2Sender(origin: string): Send {
   let session: http2.ClientHttp2Session | undefined;
   let active = 0;
   let idleTimer: NodeJS.Timeout | undefined;
@@ -64,133 +258,76 @@ export function createUnaryTransport(baseUrl: string, streaming: Transport): Tra
     idleTimer.unref();
   }
 
-  function unary<I extends DescMessage, O extends DescMessage>(
-    method: DescMethodUnary<I, O>,
-    signal: AbortSignal | undefined,
-    timeoutMs: number | undefined,
-    header: ConstructorParameters<typeof Headers>[0] | undefined,
-    input: Parameters<Transport['unary']>[4],
-  ): Promise<UnaryResponse<I, O>> {
-    const message = isMessage(input, method.input) ? input : create(method.input, input as never);
-    const body = toBinary(method.input, message);
-    const outgoing: http2.OutgoingHttpHeaders = {
-      ':method': 'POST',
-      ':path': `/${method.parent.typeName}/${method.name}`,
-      'content-type': 'application/proto',
-      'connect-protocol-version': '1',
+  return (path, headers, body, sink) => {
+    let s: http2.ClientHttp2Session;
+    let stream: http2.ClientHttp2Stream;
+    try {
+      s = connect();
+      s.ref();
+      stream = s.request({ ':method': 'POST', ':path': path, ...headers });
+    } catch (err) {
+      sink.broken(new ConnectError(`cannot reach ${origin}: ${(err as Error).message}`, Code.Unavailable));
+      return ignore;
+    }
+    active++;
+    clearTimeout(idleTimer);
+    let ended = false;
+    let status = 0;
+    let head: http2.IncomingHttpHeaders = {};
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onResponse = (h: http2.IncomingHttpHeaders) => {
+      status = Number(h[':status']);
+      head = h;
     };
-    if (timeoutMs !== undefined && timeoutMs > 0) outgoing['connect-timeout-ms'] = String(timeoutMs);
-    if (header) new Headers(header).forEach((value, name) => void Object.assign(outgoing, { [name]: value }));
-
-    return new Promise<UnaryResponse<I, O>>((resolve, reject) => {
-      if (signal?.aborted) {
-        reject(ConnectError.from(signal.reason, Code.Canceled));
-        return;
-      }
-      let s: http2.ClientHttp2Session;
-      let stream: http2.ClientHttp2Stream;
-      try {
-        s = connect();
-        s.ref();
-        stream = s.request(outgoing);
-      } catch (err) {
-        reject(new ConnectError(`cannot reach ${origin}: ${(err as Error).message}`, Code.Unavailable));
-        return;
-      }
-      active++;
-      clearTimeout(idleTimer);
-      let done = false;
-      let timer: NodeJS.Timeout | undefined;
-      const finish = (outcome: () => void) => {
-        if (done) return;
-        done = true;
-        if (timer) clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-        active--;
-        idle(s);
-        outcome();
-      };
-      const fail = (err: ConnectError) =>
-        finish(() => {
-          if (!stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
-          reject(err);
-        });
-      const onAbort = () => fail(ConnectError.from(signal?.reason, Code.Canceled));
-      signal?.addEventListener('abort', onAbort, { once: true });
-      if (timeoutMs !== undefined && timeoutMs > 0)
-        timer = setTimeout(
-          () => fail(new ConnectError('the operation timed out', Code.DeadlineExceeded)),
-          timeoutMs,
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > READ_MAX_BYTES) {
+        if (!end()) return;
+        stream.close(http2.constants.NGHTTP2_CANCEL);
+        sink.broken(new ConnectError(`answer larger than ${READ_MAX_BYTES} bytes`, Code.ResourceExhausted));
+      } else chunks.push(chunk);
+    };
+    const onEnd = () => {
+      if (!end()) return;
+      if (status === 0)
+        sink.broken(new ConnectError(`${origin} closed the call without an answer`, Code.Unavailable));
+      else sink.answered(status, head, chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+    };
+    // The connection failed or broke (refused, reset, closed): the service is unavailable.
+    const onError = (err: Error) => {
+      if (end())
+        sink.broken(
+          new ConnectError(`${origin}: ${err.message}`, Code.Unavailable, undefined, undefined, err),
         );
-
-      let status = 0;
-      let responseHeader: Headers | undefined;
-      let responseTrailer: Headers | undefined;
-      const chunks: Buffer[] = [];
-      let size = 0;
-      stream.on('response', (h) => {
-        status = Number(h[':status']);
-        responseHeader = new Headers();
-        responseTrailer = new Headers();
-        for (const [name, value] of Object.entries(h)) {
-          if (name.charCodeAt(0) === 58 /* ':' */ || value === undefined) continue;
-          const target = name.startsWith('trailer-') ? responseTrailer : responseHeader;
-          const key = name.startsWith('trailer-') ? name.slice(8) : name;
-          for (const v of Array.isArray(value) ? value : [String(value)]) target.append(key, v);
-        }
-      });
-      stream.on('data', (chunk: Buffer) => {
-        size += chunk.length;
-        if (size > READ_MAX_BYTES)
-          fail(new ConnectError(`answer larger than ${READ_MAX_BYTES} bytes`, Code.ResourceExhausted));
-        else chunks.push(chunk);
-      });
-      stream.on('end', () => {
-        if (done) return;
-        const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
-        const h = responseHeader ?? new Headers();
-        const t = responseTrailer ?? new Headers();
-        if (status === 0)
-          return fail(new ConnectError(`${origin} closed the call without an answer`, Code.Unavailable));
-        const type = h.get('content-type') ?? '';
-        if (status !== 200 || type.startsWith('application/json')) {
-          const fallback = new ConnectError(
-            `HTTP ${status}`,
-            codeFromHttpStatus(status),
-            appendHeaders(h, t),
-          );
-          let err: ConnectError;
-          try {
-            err = type.startsWith('application/json')
-              ? errorFromJsonBytes(bytes, appendHeaders(h, t), fallback)
-              : fallback;
-          } catch (e) {
-            err = e instanceof ConnectError ? e : fallback;
-          }
-          return finish(() => reject(err));
-        }
-        if (type !== 'application/proto')
-          return fail(new ConnectError(`unexpected content type ${type}`, Code.Internal));
-        let output: ReturnType<typeof fromBinary<O>>;
-        try {
-          output = fromBinary(method.output, bytes);
-        } catch (e) {
-          return fail(new ConnectError(`parse binary: ${(e as Error).message}`, Code.Internal));
-        }
-        finish(() =>
-          resolve({ stream: false, service: method.parent, method, header: h, message: output, trailer: t }),
-        );
-      });
-      // The connection failed or broke (refused, reset, closed): the service is unavailable.
-      stream.on('error', (err: Error) =>
-        fail(new ConnectError(`${origin}: ${err.message}`, Code.Unavailable, undefined, undefined, err)),
-      );
-      stream.on('close', () => {
-        if (!done) fail(new ConnectError(`${origin} closed the call without an answer`, Code.Unavailable));
-      });
-      stream.end(body);
-    });
-  }
-
-  return { unary, stream: streaming.stream.bind(streaming) } as Transport;
+    };
+    const onClose = () => {
+      if (end())
+        sink.broken(new ConnectError(`${origin} closed the call without an answer`, Code.Unavailable));
+    };
+    /** The call is over: its stream lets go of this call (see the file's head). */
+    function end(): boolean {
+      if (ended) return false;
+      ended = true;
+      active--;
+      idle(s);
+      stream.off('response', onResponse);
+      stream.off('data', onData);
+      stream.off('end', onEnd);
+      stream.off('error', onError);
+      stream.off('close', onClose);
+      stream.on('error', ignore);
+      return true;
+    }
+    stream.on('response', onResponse);
+    stream.on('data', onData);
+    stream.on('end', onEnd);
+    stream.on('error', onError);
+    stream.on('close', onClose);
+    stream.end(body);
+    return () => {
+      end();
+      if (!stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
+    };
+  };
 }

@@ -153,7 +153,22 @@ const CANDIDATES: Candidate[] = [
     client: (port) => {
       const baseUrl = `http://127.0.0.1:${port}`;
       return connectCaller(
-        createUnaryTransport(baseUrl, createConnectTransport({ baseUrl, httpVersion: '2' })),
+        createUnaryTransport(baseUrl, createConnectTransport({ baseUrl, httpVersion: '2' }), {
+          httpVersion: '2',
+        }),
+      );
+    },
+  },
+  {
+    name: 'lean-h1',
+    label: "Connect, HTTP/1.1 keep-alive, the gateway's lean unary transport",
+    server: 'kit',
+    client: (port) => {
+      const baseUrl = `http://127.0.0.1:${port}`;
+      return connectCaller(
+        createUnaryTransport(baseUrl, createConnectTransport({ baseUrl, httpVersion: '2' }), {
+          httpVersion: '1.1',
+        }),
       );
     },
   },

@@ -1,8 +1,9 @@
-// The short path for binary Connect unary calls over HTTP/2 (kit/fast-unary) answers exactly as
-// connectNodeAdapter does: same messages, headers, trailers, error codes, messages and metadata,
-// same signal on a client that gives up. Each case runs once through the short path (Connect
-// binary over HTTP/2) and once through the adapter (Connect binary over HTTP/1.1), and the
-// handler tells which path ran it from the reason its context was aborted with at the end.
+// The short path for binary Connect unary calls over HTTP/2 and HTTP/1.1 (kit/fast-unary) answers
+// exactly as connectNodeAdapter does: same messages, headers, trailers, error codes, messages and
+// metadata, same signal on a client that gives up. Each case runs through the short path (Connect
+// binary over HTTP/2, and over HTTP/1.1 keep-alive as the gateway calls) and through the adapter
+// (Connect JSON over HTTP/2), and the handler tells which path ran it from the reason its context
+// was aborted with at the end.
 import http from 'node:http';
 import { create } from '@bufbuild/protobuf';
 import { Code, ConnectError, type ConnectRouter, createClient } from '@connectrpc/connect';
@@ -55,9 +56,13 @@ beforeAll(async () => {
     commerce.OrderService,
     createConnectTransport({ baseUrl, httpVersion: '2', useBinaryFormat: true }),
   );
-  clients.adapter = createClient(
+  clients.fast1 = createClient(
     commerce.OrderService,
     createConnectTransport({ baseUrl, httpVersion: '1.1', useBinaryFormat: true, nodeOptions: { agent } }),
+  );
+  clients.adapter = createClient(
+    commerce.OrderService,
+    createConnectTransport({ baseUrl, httpVersion: '2', useBinaryFormat: false }),
   );
 });
 afterAll(async () => {
@@ -67,7 +72,7 @@ afterAll(async () => {
 
 /** Calls through one path; returns what the client saw. */
 async function call(
-  path: 'fast' | 'adapter',
+  path: 'fast' | 'fast1' | 'adapter',
   name: string,
   opts: { signal?: AbortSignal; timeoutMs?: number } = {},
 ) {
@@ -100,45 +105,48 @@ async function call(
   }
 }
 
-describe('binary Connect unary over HTTP/2 takes the short path and answers as the adapter does', () => {
-  it('runs on the short path (its own end reason), the adapter on its (a DOMException)', async () => {
-    const fast = await call('fast', 'ok');
-    const slow = await call('adapter', 'ok');
-    expect((endReasons.get(fast.id) as Error).message).toContain('the call finished');
-    expect(endReasons.get(slow.id)).toBeInstanceOf(DOMException);
-  });
+describe.each(['fast', 'fast1'] as const)(
+  'binary Connect unary (%s: HTTP/2, HTTP/1.1) takes the short path and answers as the adapter does',
+  (fast) => {
+    it('runs on the short path (its own end reason), the adapter on its (a DOMException)', async () => {
+      const short = await call(fast, 'ok');
+      const slow = await call('adapter', 'ok');
+      expect((endReasons.get(short.id) as Error).message).toContain('the call finished');
+      expect(endReasons.get(slow.id)).toBeInstanceOf(DOMException);
+    });
 
-  it('a success: same message, header and trailer', async () => {
-    const [a, b] = [await call('fast', 'ok'), await call('adapter', 'ok')];
-    expect(a.order).toEqual(b.order);
-    expect(a.order).toMatchObject({ id: 'ord_1', total: 700n, currency: 'usd' });
-    expect(a.header['x-echo']).toBe('acct_9');
-    expect(a.trailer['x-trailer']).toBe('bye');
-    expect(b.trailer['x-trailer']).toBe('bye');
-  });
+    it('a success: same message, header and trailer', async () => {
+      const [a, b] = [await call(fast, 'ok'), await call('adapter', 'ok')];
+      expect(a.order).toEqual(b.order);
+      expect(a.order).toMatchObject({ id: 'ord_1', total: 700n, currency: 'usd' });
+      expect(a.header['x-echo']).toBe('acct_9');
+      expect(a.trailer['x-trailer']).toBe('bye');
+      expect(b.trailer['x-trailer']).toBe('bye');
+    });
 
-  it('a ConnectError: same code, message and metadata', async () => {
-    const [a, b] = [await call('fast', 'refuse'), await call('adapter', 'refuse')];
-    expect(a.error).toEqual({ code: Code.NotFound, message: 'no such thing', why: 'gone' });
-    expect(a.error).toEqual(b.error);
-  });
+    it('a ConnectError: same code, message and metadata', async () => {
+      const [a, b] = [await call(fast, 'refuse'), await call('adapter', 'refuse')];
+      expect(a.error).toEqual({ code: Code.NotFound, message: 'no such thing', why: 'gone' });
+      expect(a.error).toEqual(b.error);
+    });
 
-  it('any other error: internal, its message hidden', async () => {
-    const [a, b] = [await call('fast', 'crash'), await call('adapter', 'crash')];
-    expect(a.error).toMatchObject({ code: Code.Internal, message: 'internal error' });
-    expect(a.error).toEqual(b.error);
-  });
+    it('any other error: internal, its message hidden', async () => {
+      const [a, b] = [await call(fast, 'crash'), await call('adapter', 'crash')];
+      expect(a.error).toMatchObject({ code: Code.Internal, message: 'internal error' });
+      expect(a.error).toEqual(b.error);
+    });
 
-  it('a client that gives up: the implementation is told through its signal', async () => {
-    const ac = new AbortController();
-    setTimeout(() => ac.abort(), 100);
-    const a = await call('fast', 'hang', { signal: ac.signal });
-    expect(a.error?.code).toBe(Code.Canceled);
-    await expect(aborted.get(a.id)).resolves.toBeDefined();
-  });
+    it('a client that gives up: the implementation is told through its signal', async () => {
+      const ac = new AbortController();
+      setTimeout(() => ac.abort(), 100);
+      const a = await call(fast, 'hang', { signal: ac.signal });
+      expect(a.error?.code).toBe(Code.Canceled);
+      await expect(aborted.get(a.id)).resolves.toBeDefined();
+    });
 
-  it('a deadline: DeadlineExceeded', async () => {
-    const a = await call('fast', 'hang', { timeoutMs: 100 });
-    expect(a.error?.code).toBe(Code.DeadlineExceeded);
-  });
-});
+    it('a deadline: DeadlineExceeded', async () => {
+      const a = await call(fast, 'hang', { timeoutMs: 100 });
+      expect(a.error?.code).toBe(Code.DeadlineExceeded);
+    });
+  },
+);

@@ -1,14 +1,15 @@
 // The common call, served without the general machinery: a Connect unary call in binary,
-// uncompressed, over HTTP/2 — every call the gateway makes. connectNodeAdapter turns each request
+// uncompressed, over HTTP/1.1 or HTTP/2 — every call the gateway makes. connectNodeAdapter turns each request
 // into a universal request (web Headers, async iterables of the body, a response iterable) and
 // back, and aborts a fresh AbortController with a DOMException when the call ends; under
 // `pnpm bench ingest` that was about a fifth of the commerce service's CPU. Here the same
 // implementation runs through Connect's own pieces (createHandlerContext,
 // invokeUnaryImplementation with the same interceptors, the same error JSON and status mapping),
-// reading and writing the HTTP/2 stream directly.
+// reading and writing the request and response directly.
 //
 // Everything else — gRPC, gRPC-Web, Connect JSON, GET, compression, streaming, unknown paths —
 // still goes to connectNodeAdapter, so every protocol answers as before.
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import { fromBinary } from '@bufbuild/protobuf';
 import {
@@ -44,8 +45,11 @@ export interface FastUnary {
   /** Wraps a routes function so that the unary methods it registers are known by their paths. */
   capture(routes: (router: ConnectRouter) => void): (router: ConnectRouter) => void;
   /** Serves the call if it is a binary, uncompressed Connect unary POST of a known method; else false. */
-  serve(req: Http2ServerRequest, res: Http2ServerResponse): boolean;
+  serve(req: Request, res: Response): boolean;
 }
+
+type Request = IncomingMessage | Http2ServerRequest;
+type Response = ServerResponse | Http2ServerResponse;
 
 export function createFastUnary(interceptors: Interceptor[]): FastUnary {
   const specs = new Map<string, UnarySpec>();
@@ -77,13 +81,13 @@ export function createFastUnary(interceptors: Interceptor[]): FastUnary {
     };
   }
 
-  function serve(req: Http2ServerRequest, res: Http2ServerResponse): boolean {
+  function serve(req: Request, res: Response): boolean {
     if (req.method !== 'POST') return false;
     const h = req.headers;
     if (h['content-type'] !== 'application/proto') return false;
     const encoding = h['content-encoding'];
     if (encoding !== undefined && encoding !== 'identity') return false;
-    const path = h[':path'];
+    const path = (h[':path'] as string | undefined) ?? req.url;
     const spec = path === undefined ? undefined : specs.get(path);
     if (!spec) return false;
     const chunks: Buffer[] = [];
@@ -95,15 +99,22 @@ export function createFastUnary(interceptors: Interceptor[]): FastUnary {
       else chunks.push(chunk);
     });
     req.once('end', () => {
-      void answer(spec, req, res, tooLarge ? null : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+      void answer(
+        spec,
+        path!,
+        req,
+        res,
+        tooLarge ? null : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks),
+      );
     });
     return true;
   }
 
   async function answer(
     spec: UnarySpec,
-    req: Http2ServerRequest,
-    res: Http2ServerResponse,
+    path: string,
+    req: Request,
+    res: Response,
     body: Buffer | null,
   ): Promise<void> {
     const requestHeader = new Headers();
@@ -120,7 +131,7 @@ export function createFastUnary(interceptors: Interceptor[]): FastUnary {
       requestMethod: 'POST',
       timeoutMs: timeout.timeoutMs,
       requestHeader,
-      url: `http://${req.headers[':authority'] ?? 'localhost'}${req.headers[':path']}`,
+      url: `http://${req.headers[':authority'] ?? req.headers.host ?? 'localhost'}${path}`,
       responseHeader: { 'content-type': 'application/proto' },
       contextValues: createContextValues(),
     });
@@ -162,7 +173,7 @@ export function createFastUnary(interceptors: Interceptor[]): FastUnary {
       header[name] = value;
     });
     header['content-length'] = String(out.byteLength);
-    res.writeHead(status, header);
+    (res as ServerResponse).writeHead(status, header);
     res.end(out);
   }
 

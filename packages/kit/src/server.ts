@@ -1,6 +1,6 @@
 // A service process: one cleartext port that speaks HTTP/2 (Connect, gRPC and gRPC-Web, so stock
 // gRPC clients work) and HTTP/1.1 keep-alive (Connect and gRPC-Web: curl, browsers' fetch, the
-// gateway with SERVICE_TRANSPORT=http1), and an orderly stop on SIGTERM/SIGINT. Telling the two
+// gateway's calls by default), and an orderly stop on SIGTERM/SIGINT. Telling the two
 // apart costs nothing measurable (test/bench/transport.ts: same calls/s and CPU as a bare
 // http2.createServer).
 import http from 'node:http';
@@ -79,8 +79,8 @@ export async function startConnectServer(opts: {
     ...(tracing.enabled ? [traceServer()] : []),
     ...(opts.interceptors ?? []),
   ];
-  // Binary Connect unary calls over HTTP/2 (the gateway's) take the short path (kit/fast-unary);
-  // every other call, protocol and path goes through the adapter.
+  // Binary Connect unary calls over HTTP/1.1 or HTTP/2 (the gateway's) take the short path
+  // (kit/fast-unary); every other call, protocol and path goes through the adapter.
   const fast = createFastUnary(interceptors);
   const handler = connectNodeAdapter({ routes: fast.capture(routes), interceptors });
   if (!health) throw new Error('connectNodeAdapter did not build the routes');
@@ -117,7 +117,7 @@ export async function startConnectServer(opts: {
     });
     // Prometheus scrapes over HTTP/1.1 on the service's own port (kit/metrics).
     if (req.url === '/metrics' && req.method === 'GET') serveMetrics(req, res);
-    else handler(req, res);
+    else if (!fast.serve(req, res)) handler(req, res);
   });
   h1.on('connection', (socket: net.Socket) => {
     h1Sockets.add(socket);
