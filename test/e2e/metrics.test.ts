@@ -2,6 +2,7 @@
 // labels carry no ids, and every metric the alert rules and the Grafana dashboard in
 // deploy/observability name is one the parts really export.
 import { readFileSync } from 'node:fs';
+import { PART_NODE_FLAGS } from '@mcs/kit/config';
 import {
   type AccountKeys,
   PARTS,
@@ -82,6 +83,13 @@ describe('Prometheus metrics', () => {
     await stack?.stop();
     await good?.close();
     await bad?.close();
+  });
+
+  it('every part runs with the Node flags of kit/config (a 16 MB semi-space young generation among them)', () => {
+    for (const part of PARTS) {
+      const argv = readFileSync(`/proc/${stack.pid(part)}/cmdline`, 'utf8').split('\0');
+      for (const flag of PART_NODE_FLAGS) expect(argv, part).toContain(flag);
+    }
   });
 
   it('every part starts with a settled heap (kit/heap.ts), not the one loading its code grew', async () => {

@@ -1,7 +1,9 @@
 // settleHeap on this process's own heap: after a burst of allocation that grew the young
 // generation, it shrinks the heap back to what is live.
+import { readFileSync } from 'node:fs';
 import v8 from 'node:v8';
 import { describe, expect, it } from 'vitest';
+import { YOUNG_GENERATION_FLAG } from './config.ts';
 import { settleHeap } from './heap.ts';
 
 const space = (name: string) => v8.getHeapSpaceStatistics().find((s) => s.space_name === name)!.space_size;
@@ -23,5 +25,11 @@ describe('settleHeap', () => {
     expect(settled).not.toBeNull();
     expect(space('new_space')).toBeLessThanOrEqual(2 * 2 ** 20);
     expect(settled!.afterMiB).toBeLessThan(settled!.beforeMiB - 8);
+  });
+
+  it("the image starts every part with the parts' young generation (kit/config)", () => {
+    const dockerfile = readFileSync(new URL('../../../deploy/Dockerfile', import.meta.url), 'utf8');
+    const entrypoint = /^ENTRYPOINT (\[.*\])$/m.exec(dockerfile);
+    expect(JSON.parse(entrypoint![1]!)).toEqual(['node', YOUNG_GENERATION_FLAG]);
   });
 });

@@ -1,11 +1,12 @@
 // The heap a part keeps after it started. Loading a part's code (a few thousand modules) allocates
 // fast and keeps much of it (compiled functions, module records), so V8 grows its young
-// generation to the maximum (two 64 MB semi-spaces on a machine with a 4 GB heap limit) and the
-// old space with it, all touched and resident. A part that then sees little traffic keeps that
-// memory until V8's memory reducer gives it back, and the reducer waits for a garbage collection
-// to tell it the allocation rate dropped, which an idle part never runs: only its watchdog, about
-// 100 s after start, ends the wait. So an idle part (accounts, messaging during an order load)
-// stood at ~190 MiB RSS for its first 100 s, then ~130 (memory soak, issue 9 target 7: "flat ±10 %").
+// generation to its maximum (V8's default: two 64 MB semi-spaces on a machine with a 4 GB heap
+// limit; 16 MB with kit/config's PART_NODE_FLAGS) and the old space with it, all touched and
+// resident. A part that then sees little traffic keeps that memory until V8's memory reducer
+// gives it back, and the reducer waits for a garbage collection to tell it the allocation rate
+// dropped, which an idle part never runs: only its watchdog, about 100 s after start, ends the
+// wait. So an idle part (accounts, messaging during an order load) stood at ~190 MiB RSS for its
+// first 100 s, then ~130 (memory soak, issue 9 target 7: "flat ±10 %").
 //
 // settleHeap asks V8 once, right after start-up, for what it does under memory pressure: a full
 // collection that also shrinks the young generation and returns free pages to the system
