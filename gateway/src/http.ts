@@ -73,10 +73,10 @@ function newRequestId(): string {
 function sendBytes(
   res: ServerResponse,
   status: number,
-  body: string,
+  body: string | Buffer,
   extra: Record<string, string> = {},
 ): void {
-  const bytes = Buffer.from(body);
+  const bytes = typeof body === 'string' ? Buffer.from(body) : body;
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': bytes.length, ...extra });
   res.end(res.req.method === 'HEAD' ? undefined : bytes);
 }
@@ -261,9 +261,9 @@ export function createHandler(deps: GatewayDeps) {
         isListResponse(output) ? renderList(output, answer, path) : render(output, answer),
       );
       if (deps.failpoint === 'gateway.after_call' && route.write) process.kill(process.pid, 'SIGKILL');
-      if (held && fp !== undefined)
-        recent.set(held.accountId, held.livemode, held.key, { fingerprint: fp, body });
-      sendBytes(res, 200, body, replayed ? { 'idempotent-replayed': 'true' } : undefined);
+      const bytes = Buffer.from(body);
+      if (held && fp !== undefined) recent.set(held.accountId, held.livemode, held.key, fp, bytes);
+      sendBytes(res, 200, bytes, replayed ? { 'idempotent-replayed': 'true' } : undefined);
     } catch (err) {
       let rendered: RenderedError;
       let extra: Record<string, string> = {};

@@ -24,20 +24,35 @@ describe('keys in flight', () => {
 });
 
 describe('recent answers', () => {
+  const fp = 'a'.repeat(64);
+  const text = (a: { fingerprint: string; body: Buffer } | undefined) =>
+    a && { fingerprint: a.fingerprint, body: a.body.toString() };
   it('keeps answers per account, mode and key, for a while, the newest ones only', () => {
     let t = 0;
     const r = createRecentAnswers({ max: 2, ttlMs: 1_000, maxBody: 10, now: () => t });
-    r.set('acct_1', false, 'a', { fingerprint: 'f', body: '{"id":1}' });
-    expect(r.get('acct_1', false, 'a')).toMatchObject({ fingerprint: 'f', body: '{"id":1}' });
+    r.set('acct_1', false, 'a', fp, Buffer.from('{"id":1}'));
+    expect(text(r.get('acct_1', false, 'a'))).toEqual({ fingerprint: fp, body: '{"id":1}' });
     expect(r.get('acct_1', true, 'a')).toBeUndefined();
     expect(r.get('acct_2', false, 'a')).toBeUndefined();
-    r.set('acct_1', false, 'big', { fingerprint: 'f', body: 'x'.repeat(11) });
+    r.set('acct_1', false, 'big', fp, Buffer.from('x'.repeat(11)));
     expect(r.get('acct_1', false, 'big')).toBeUndefined();
-    r.set('acct_1', false, 'b', { fingerprint: 'f', body: '2' });
-    r.set('acct_1', false, 'c', { fingerprint: 'f', body: '3' });
+    r.set('acct_1', false, 'b', 'f2', Buffer.from('2'));
+    r.set('acct_1', false, 'c', 'f3', Buffer.from('3'));
     expect(r.get('acct_1', false, 'a')).toBeUndefined();
-    expect(r.get('acct_1', false, 'c')?.body).toBe('3');
+    expect(text(r.get('acct_1', false, 'b'))).toEqual({ fingerprint: 'f2', body: '2' });
+    expect(text(r.get('acct_1', false, 'c'))).toEqual({ fingerprint: 'f3', body: '3' });
     t = 1_000;
     expect(r.get('acct_1', false, 'c')).toBeUndefined();
+  });
+
+  it('gives back the exact bytes, multi-byte text included, and a copy of them', () => {
+    const r = createRecentAnswers();
+    const body = Buffer.from('{"name":"Café ☕","note":"日本"}');
+    r.set('acct_1', false, 'k', 'é'.repeat(20), body);
+    const got = r.get('acct_1', false, 'k')!;
+    expect(got.fingerprint).toBe('é'.repeat(20));
+    expect(got.body.equals(body)).toBe(true);
+    body.fill(0);
+    expect(got.body.toString()).toBe('{"name":"Café ☕","note":"日本"}');
   });
 });
