@@ -19,15 +19,14 @@ export const SERVICES = ['accounts', 'commerce', 'messaging', 'webhooks'] as con
 export const YOUNG_GENERATION_FLAG = '--max-semi-space-size=16';
 
 /**
- * Node flags of every part `pnpm start` (and the test stack) runs. `--single-threaded-gc`: the
- * parts share a small machine (seven busy processes on two cores), where V8's parallel GC helper
- * threads wait for one another behind the other processes — a young-generation collection took
- * 10–40 ms — and spend CPU on coordination. Measured in four interleaved pairs of runs (keyed
- * orders, closed loop and paced): 5–9 % less CPU per order in each of gateway, commerce and
- * webhooks. (Not in the Kubernetes manifests: a pod with CPUs of its own gains from the helpers.)
- * YOUNG_GENERATION_FLAG: above.
+ * Node flags of every part `pnpm start` (and the test stack) runs: YOUNG_GENERATION_FLAG, above.
+ * Tried and left out: `--single-threaded-gc`. With 64 MB semi-spaces it cut CPU per order 5–9 %
+ * (parallel GC helpers waiting behind six other busy processes on two cores), but without
+ * concurrent sweeping the webhooks service's memory outside the V8 heap (Buffers) rose to 283 MiB
+ * and fell back only minutes later — a 5-minute soak saw it move 13 % — and with 16 MB
+ * semi-spaces the CPU difference was within the noise of paired runs.
  */
-export const PART_NODE_FLAGS: readonly string[] = ['--single-threaded-gc', YOUNG_GENERATION_FLAG];
+export const PART_NODE_FLAGS: readonly string[] = [YOUNG_GENERATION_FLAG];
 export type ServiceName = (typeof SERVICES)[number];
 
 /** Offset of each service's port from the gateway's PORT, when its *_URL is not given. */
