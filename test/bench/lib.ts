@@ -168,7 +168,10 @@ export async function startBenchStack(ctx: BenchContext, env: Record<string, str
     const i = pair.indexOf('=');
     if (i > 0) extra[pair.slice(0, i).trim()] = pair.slice(i + 1).trim();
   }
-  const started = startStack({ env: { ...BENCH_ENV, ...extra, ...env } });
+  const started = startStack({
+    env: { ...BENCH_ENV, ...extra, ...env },
+    oneProcess: process.env.BENCH_ONE_PROCESS === '1',
+  });
   // Registered before awaiting: a stack that finishes starting after a time-out is still stopped.
   ctx.defer('stop the stack', async () => {
     const stack = await started.catch(() => undefined);

@@ -11,7 +11,7 @@
 // still goes to connectNodeAdapter, so every protocol answers as before.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
-import { fromBinary } from '@bufbuild/protobuf';
+import { fromBinary, type Message } from '@bufbuild/protobuf';
 import {
   Code,
   ConnectError,
@@ -26,6 +26,7 @@ import {
 import { invokeUnaryImplementation, mergeNonProtocolHeaders } from '@connectrpc/connect/protocol';
 import {
   codeToHttpStatus,
+  errorFromJsonBytes,
   errorToJsonBytes,
   parseTimeout,
   trailerMux,
@@ -46,6 +47,29 @@ export interface FastUnary {
   capture(routes: (router: ConnectRouter) => void): (router: ConnectRouter) => void;
   /** Serves the call if it is a binary, uncompressed Connect unary POST of a known method; else false. */
   serve(req: Request, res: Response): boolean;
+  /**
+   * The same call made from within the process (kit/in-process): the implementation, its
+   * interceptors and its error mapping as served above, minus HTTP and the message's bytes.
+   * Undefined when `path` is not a unary method registered here.
+   */
+  invoke(path: string): LocalUnary | undefined;
+}
+
+/** One in-process unary call: resolves the answer, or rejects with the ConnectError a client would get. */
+export type LocalUnary = (call: LocalCall) => Promise<LocalAnswer>;
+
+export interface LocalCall {
+  input: Message;
+  header: Headers;
+  timeoutMs: number | undefined;
+  /** The caller gave up: the implementation's signal says so. */
+  signal: AbortSignal | undefined;
+}
+
+export interface LocalAnswer {
+  message: Message;
+  header: Headers;
+  trailer: Headers;
 }
 
 type Request = IncomingMessage | Http2ServerRequest;
@@ -177,5 +201,48 @@ export function createFastUnary(interceptors: Interceptor[]): FastUnary {
     res.end(out);
   }
 
-  return { capture, serve };
+  /** A failure as the service writes it, read back as the caller's side reads it (same code, message, details, metadata). */
+  function asReceived(e: unknown, responseHeader: Headers, responseTrailer: Headers): ConnectError {
+    const error =
+      e instanceof ConnectError
+        ? e
+        : new ConnectError('internal error', Code.Internal, undefined, undefined, e);
+    const metadata = new Headers(responseHeader);
+    if (!error.isWireError) mergeNonProtocolHeaders(metadata, error.metadata);
+    responseTrailer.forEach((value, name) => {
+      metadata.append(name, value);
+    });
+    const fallback = new ConnectError(`HTTP ${codeToHttpStatus(error.code)}`, error.code, metadata);
+    return errorFromJsonBytes(errorToJsonBytes(error, {}), metadata, fallback);
+  }
+
+  function invoke(path: string): LocalUnary | undefined {
+    const spec = specs.get(path);
+    if (!spec) return undefined;
+    return async ({ input, header, timeoutMs, signal }) => {
+      const context = createHandlerContext({
+        ...spec,
+        service: spec.method.parent,
+        protocolName: 'connect',
+        requestMethod: 'POST',
+        timeoutMs,
+        requestHeader: header,
+        url: `http://in-process${path}`,
+        contextValues: createContextValues(),
+      });
+      const onAbort = () => context.abort(new ConnectError('the client went away', Code.Canceled));
+      signal?.addEventListener('abort', onAbort, { once: true });
+      try {
+        const message = await invokeUnaryImplementation(spec, context, input, interceptors);
+        return { message, header: context.responseHeader, trailer: context.responseTrailer };
+      } catch (e) {
+        throw asReceived(e, context.responseHeader, context.responseTrailer);
+      } finally {
+        signal?.removeEventListener('abort', onAbort);
+        context.abort(FINISHED);
+      }
+    };
+  }
+
+  return { capture, serve, invoke };
 }

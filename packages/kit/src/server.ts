@@ -13,7 +13,7 @@ import { apiError } from '@mcs/errors';
 import { grpcHealth } from '@mcs/proto';
 import { CALLER_HEADERS } from './caller.ts';
 import { parseDuration } from './config.ts';
-import { createFastUnary } from './fast-unary.ts';
+import { createFastUnary, type FastUnary } from './fast-unary.ts';
 import { addHealthService, type HealthOptions, type HealthState } from './health.ts';
 import { settleHeap } from './heap.ts';
 import type { Logger } from './log.ts';
@@ -37,6 +37,8 @@ export interface ServerHandle {
   health: HealthState;
   /** Stops accepting, lets in-flight calls finish, closes idle connections; resolves when all are gone. */
   close(): Promise<void>;
+  /** A unary method of this server called from within the process (kit/in-process), by its path. */
+  invoke: FastUnary['invoke'];
 }
 
 /** What an HTTP/2 client sends first ("prior knowledge" h2c, RFC 9113 §3.4); no HTTP/1 request starts so. */
@@ -51,6 +53,13 @@ const SNIFF_TIMEOUT_MS = 30_000;
  * a socket the server is closing.
  */
 const KEEP_ALIVE_TIMEOUT_MS = 65_000;
+
+/** A service started (in a process of its own or with the others in one): its port, and how to stop it. */
+export interface StartedPart {
+  server: ServerHandle;
+  /** Stops the part's work in reverse order of start (its port first). */
+  stop(): Promise<void>;
+}
 
 export async function startConnectServer(opts: {
   routes: (router: ConnectRouter) => void;
@@ -169,6 +178,7 @@ export async function startConnectServer(opts: {
   return {
     port: typeof address === 'object' && address ? address.port : opts.port,
     health: healthState,
+    invoke: fast.invoke,
     close: () =>
       new Promise<void>((resolve) => {
         closing = true;

@@ -19,6 +19,8 @@ const ENTRY: Record<Part, string> = {
   webhooks: 'services/webhooks/src/main.ts',
   gateway: 'gateway/src/main.ts',
 };
+/** Every part in one process (`oneProcess`). */
+const ONE_PROCESS_ENTRY = 'scripts/one-process.ts';
 
 export interface Stack {
   /** The first gateway replica. */
@@ -143,10 +145,17 @@ export async function startStack(
      * the surplus gateways at its replica 0.
      */
     replicas?: Partial<Record<Part, number>>;
+    /**
+     * Every part in one process (scripts/one-process.ts, as `MCS_ONE_PROCESS=true pnpm start`
+     * runs them): one replica each; kill, signal, pid and logs of any part are that process's.
+     */
+    oneProcess?: boolean;
   } = {},
 ): Promise<Stack> {
   const db = await createTestDatabase(opts.databaseServerUrl);
   const nats = createTestNats(opts.natsUrl);
+  if (opts.oneProcess && Object.values(opts.replicas ?? {}).some((n) => n > 1))
+    throw new Error('oneProcess runs one replica of each part');
   const replicas = Object.fromEntries(PARTS.map((p) => [p, Math.max(1, opts.replicas?.[p] ?? 1)])) as Record<
     Part,
     number
@@ -187,15 +196,24 @@ export async function startStack(
   const id = (part: Part, replica: number) => `${part}#${replica}`;
 
   async function launch(part: Part, replica = 0): Promise<void> {
-    const child = spawn(process.execPath, [...PART_NODE_FLAGS, ENTRY[part]], {
-      cwd: REPO_ROOT,
-      env: envOf(replica),
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    procs.set(id(part, replica), child);
+    // One process: it serves every part, and the gateway's port opens last.
+    if (opts.oneProcess) part = 'gateway';
+    const child = spawn(
+      process.execPath,
+      [...PART_NODE_FLAGS, opts.oneProcess ? ONE_PROCESS_ENTRY : ENTRY[part]],
+      {
+        cwd: REPO_ROOT,
+        env: envOf(replica),
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    const logsOf = opts.oneProcess ? PARTS.map((p) => logs[p]) : [logs[part]];
+    for (const p of opts.oneProcess ? PARTS : [part]) procs.set(id(p, replica), child);
     const keep = (chunk: Buffer) => {
-      logs[part].push(chunk.toString());
-      if (logs[part].length > 500) logs[part].shift();
+      for (const l of logsOf) {
+        l.push(chunk.toString());
+        if (l.length > 500) l.shift();
+      }
     };
     child.stdout!.on('data', keep);
     child.stderr!.on('data', keep);
@@ -282,6 +300,7 @@ export async function startStack(
     },
     async stop() {
       for (const child of procs.values()) child.kill('SIGCONT'); // a frozen part cannot stop
+      if (opts.oneProcess) await kill('gateway', 'SIGTERM');
       await Promise.all(
         PARTS.flatMap((p) => Array.from({ length: replicas[p] }, (_, r) => kill(p, 'SIGTERM', r))),
       );
@@ -290,6 +309,10 @@ export async function startStack(
     },
   };
   try {
+    if (opts.oneProcess) {
+      await launch('gateway');
+      return stack;
+    }
     // Replica 0 of each service first (the first start creates the stream and migrates), then the rest.
     await Promise.all(SERVICES.map((part) => launch(part)));
     await Promise.all(

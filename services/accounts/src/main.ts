@@ -1,32 +1,11 @@
 // The accounts service: accounts, their API keys (stored hashed) and plan limits. It has no
-// domain events (no outbox); it only announces key revocations to the gateways over core NATS.
-import { createDatabase } from '@mcs/kit/db';
-import { databaseDependency, natsDependency } from '@mcs/kit/health';
+// Its own process: the part (part.ts), stopped in order on SIGTERM/SIGINT.
 import { createLogger } from '@mcs/kit/log';
-import { connectNats, keyRevocationSubject } from '@mcs/kit/nats';
-import { errorLogger, runProcess, startConnectServer } from '@mcs/kit/server';
-import { migrateAccounts } from './db/migrate.ts';
+import { runProcess } from '@mcs/kit/server';
 import { loadEnv } from './env.ts';
-import { routes } from './routes.ts';
+import { startAccounts } from './part.ts';
 
 const env = loadEnv();
 const log = createLogger('accounts', env.LOG_LEVEL);
 
-await runProcess(log, async () => {
-  const database = createDatabase(env.DATABASE_URL, { name: 'accounts' });
-  await migrateAccounts(database);
-  const nc = await connectNats(env.NATS_URL, 'accounts');
-  const subject = keyRevocationSubject(env.MCS_NATS_PREFIX);
-  const server = await startConnectServer({
-    routes: routes({ db: database.db, announceRevocation: (keyId) => nc.publish(subject, keyId) }),
-    port: env.port,
-    interceptors: [errorLogger(log)],
-    health: { dependencies: [databaseDependency(database.pool), natsDependency(nc)] },
-  });
-  log.info({ port: server.port }, 'accounts listening');
-  return async () => {
-    await server.close();
-    await nc.drain();
-    await database.close();
-  };
-});
+await runProcess(log, async () => (await startAccounts(env, log)).stop);

@@ -1,47 +1,11 @@
 // The commerce service: products, orders and payments, and their events (via the outbox).
-import { createDatabase } from '@mcs/kit/db';
-import { databaseDependency, natsDependency } from '@mcs/kit/health';
-import { createKeyStore, startKeyJanitor } from '@mcs/kit/idempotency';
+// Its own process: the part (part.ts), stopped in order on SIGTERM/SIGINT.
 import { createLogger } from '@mcs/kit/log';
-import { connectNats, createEventPublisher, ensureStream, streamNames } from '@mcs/kit/nats';
-import { startRelay } from '@mcs/kit/outbox';
-import { errorLogger, runProcess, startConnectServer } from '@mcs/kit/server';
-import { migrateCommerce } from './db/migrate.ts';
-import { idempotencyKeys } from './db/schema.ts';
+import { runProcess } from '@mcs/kit/server';
 import { loadEnv } from './env.ts';
-import { sandboxProviders } from './providers/sandbox.ts';
-import { routes } from './routes.ts';
+import { startCommerce } from './part.ts';
 
 const env = loadEnv();
 const log = createLogger('commerce', env.LOG_LEVEL);
 
-await runProcess(log, async () => {
-  const database = createDatabase(env.DATABASE_URL, { name: 'commerce' });
-  await migrateCommerce(database);
-  const nc = await connectNats(env.NATS_URL, 'commerce');
-  const names = streamNames(env.MCS_NATS_PREFIX);
-  await ensureStream(await nc.jetstreamManager(), names);
-  const relay = startRelay({
-    pool: database.pool,
-    schema: 'commerce',
-    js: createEventPublisher(nc),
-    names,
-    log,
-  });
-  const keys = createKeyStore(database.db, idempotencyKeys);
-  const server = await startConnectServer({
-    routes: routes({ db: database.db, keys, relay, payments: sandboxProviders() }),
-    port: env.port,
-    interceptors: [errorLogger(log)],
-    health: { dependencies: [databaseDependency(database.pool), natsDependency(nc)] },
-  });
-  log.info({ port: server.port }, 'commerce listening');
-  const janitor = startKeyJanitor(keys, log);
-  return async () => {
-    janitor.stop();
-    await server.close();
-    await relay.stop();
-    await nc.drain();
-    await database.close();
-  };
-});
+await runProcess(log, async () => (await startCommerce(env, log)).stop);

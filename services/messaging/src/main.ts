@@ -1,47 +1,11 @@
 // The messaging service: conversations, messages and channel adapters, and their events.
-import { createDatabase } from '@mcs/kit/db';
-import { databaseDependency, natsDependency } from '@mcs/kit/health';
-import { createKeyStore, startKeyJanitor } from '@mcs/kit/idempotency';
+// Its own process: the part (part.ts), stopped in order on SIGTERM/SIGINT.
 import { createLogger } from '@mcs/kit/log';
-import { connectNats, createEventPublisher, ensureStream, streamNames } from '@mcs/kit/nats';
-import { startRelay } from '@mcs/kit/outbox';
-import { errorLogger, runProcess, startConnectServer } from '@mcs/kit/server';
-import { sandboxChannels } from './channels/sandbox.ts';
-import { migrateMessaging } from './db/migrate.ts';
-import { idempotencyKeys } from './db/schema.ts';
+import { runProcess } from '@mcs/kit/server';
 import { loadEnv } from './env.ts';
-import { routes } from './routes.ts';
+import { startMessaging } from './part.ts';
 
 const env = loadEnv();
 const log = createLogger('messaging', env.LOG_LEVEL);
 
-await runProcess(log, async () => {
-  const database = createDatabase(env.DATABASE_URL, { name: 'messaging' });
-  await migrateMessaging(database);
-  const nc = await connectNats(env.NATS_URL, 'messaging');
-  const names = streamNames(env.MCS_NATS_PREFIX);
-  await ensureStream(await nc.jetstreamManager(), names);
-  const relay = startRelay({
-    pool: database.pool,
-    schema: 'messaging',
-    js: createEventPublisher(nc),
-    names,
-    log,
-  });
-  const keys = createKeyStore(database.db, idempotencyKeys);
-  const server = await startConnectServer({
-    routes: routes({ db: database.db, keys, relay, channels: sandboxChannels() }),
-    port: env.port,
-    interceptors: [errorLogger(log)],
-    health: { dependencies: [databaseDependency(database.pool), natsDependency(nc)] },
-  });
-  log.info({ port: server.port }, 'messaging listening');
-  const janitor = startKeyJanitor(keys, log);
-  return async () => {
-    janitor.stop();
-    await server.close();
-    await relay.stop();
-    await nc.drain();
-    await database.close();
-  };
-});
+await runProcess(log, async () => (await startMessaging(env, log)).stop);

@@ -1,0 +1,31 @@
+// The accounts service: accounts, their API keys (stored hashed) and plan limits. It has no
+// Started by main.ts in a process of its own, or with the other parts in one (scripts/one-process.ts).
+// domain events (no outbox); it only announces key revocations to the gateways over core NATS.
+import { createDatabase } from '@mcs/kit/db';
+import { databaseDependency, natsDependency } from '@mcs/kit/health';
+import type { Logger } from '@mcs/kit/log';
+import { connectNats, keyRevocationSubject } from '@mcs/kit/nats';
+import { errorLogger, type StartedPart, startConnectServer } from '@mcs/kit/server';
+import { migrateAccounts } from './db/migrate.ts';
+import type { Env } from './env.ts';
+import { routes } from './routes.ts';
+
+export async function startAccounts(env: Env, log: Logger): Promise<StartedPart> {
+  const database = createDatabase(env.DATABASE_URL, { name: 'accounts' });
+  await migrateAccounts(database);
+  const nc = await connectNats(env.NATS_URL, 'accounts');
+  const subject = keyRevocationSubject(env.MCS_NATS_PREFIX);
+  const server = await startConnectServer({
+    routes: routes({ db: database.db, announceRevocation: (keyId) => nc.publish(subject, keyId) }),
+    port: env.port,
+    interceptors: [errorLogger(log)],
+    health: { dependencies: [databaseDependency(database.pool), natsDependency(nc)] },
+  });
+  log.info({ port: server.port }, 'accounts listening');
+  const stop = async () => {
+    await server.close();
+    await nc.drain();
+    await database.close();
+  };
+  return { server, stop };
+}
