@@ -45,10 +45,13 @@ function cmdline(pid: number): string {
   }
 }
 
-const STACK_PARTS = new Set(['gateway', 'commerce', 'webhooks', 'accounts', 'messaging']);
+/** Every part in one process (MCS_ONE_PROCESS=true). */
+export const ONE_PROCESS_PART = 'mcs (one process)';
+const STACK_PARTS = new Set(['gateway', 'commerce', 'webhooks', 'accounts', 'messaging', ONE_PROCESS_PART]);
 
 const ENTRIES: Array<[RegExp, string]> = [
   [/gateway\/src\/main\.ts/, 'gateway'],
+  [/scripts\/one-process\.ts/, ONE_PROCESS_PART],
   [/services\/commerce\//, 'commerce'],
   [/services\/webhooks\//, 'webhooks'],
   [/services\/accounts\//, 'accounts'],

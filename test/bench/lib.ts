@@ -4,6 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import http2 from 'node:http2';
 import net from 'node:net';
+import { booleanFlag } from '@mcs/kit/config';
 import { type Stack, startStack } from '@mcs/testkit';
 import pg from 'pg';
 
@@ -58,9 +59,20 @@ export interface BenchResult {
   data: Record<string, unknown>;
 }
 
+/**
+ * `MCS_ONE_PROCESS=true pnpm bench`: every stack runs its parts in one process, as
+ * `MCS_ONE_PROCESS=true pnpm start` does (scripts/one-process.ts); the default is a process per part.
+ */
+export const ONE_PROCESS = booleanFlag.parse(process.env.MCS_ONE_PROCESS ?? 'false');
+
 export interface Benchmark {
   name: string;
   title: string;
+  /**
+   * Why it cannot run with every part in one process (MCS_ONE_PROCESS=true): it stops or kills
+   * one part while the others go on.
+   */
+  perPartOnly?: string;
   /** Hard bound of the whole benchmark, stack start and clean-up included. */
   budgetMs: number;
   /** Roughly how long it takes, for `--list`. */
@@ -168,10 +180,7 @@ export async function startBenchStack(ctx: BenchContext, env: Record<string, str
     const i = pair.indexOf('=');
     if (i > 0) extra[pair.slice(0, i).trim()] = pair.slice(i + 1).trim();
   }
-  const started = startStack({
-    env: { ...BENCH_ENV, ...extra, ...env },
-    oneProcess: process.env.BENCH_ONE_PROCESS === '1',
-  });
+  const started = startStack({ env: { ...BENCH_ENV, ...extra, ...env }, oneProcess: ONE_PROCESS });
   // Registered before awaiting: a stack that finishes starting after a time-out is still stopped.
   ctx.defer('stop the stack', async () => {
     const stack = await started.catch(() => undefined);

@@ -11,6 +11,7 @@ import {
   cpuPerUnitTable,
   cpuTable,
   natsServerPid,
+  ONE_PROCESS_PART,
   postgresBackendsRssMiB,
   rssMiB,
   stackCpuWindow,
@@ -25,6 +26,7 @@ import {
   createEndpoint,
   databaseName,
   median,
+  ONE_PROCESS,
   orderBody,
   orderHeaders,
   ordersCommitted,
@@ -44,7 +46,7 @@ const WARM_SEC = 20;
 const SAMPLE_SEC = 5;
 const MAX_RATE = Number(process.env.BENCH_SOAK_RATE ?? 300);
 const TARGET = 0.1;
-const PARTS = ['gateway', 'accounts', 'commerce', 'messaging', 'webhooks'];
+const PARTS = ONE_PROCESS ? [ONE_PROCESS_PART] : ['gateway', 'accounts', 'commerce', 'messaging', 'webhooks'];
 
 interface Sample {
   t: number;

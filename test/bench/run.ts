@@ -8,6 +8,10 @@
 //   pnpm bench                      the seven scenarios (≤ 15 min; two 5-minute windows overlap)
 //   pnpm bench ingest memory-soak   only these
 //   pnpm bench --list               their names, targets and durations
+//   MCS_ONE_PROCESS=true pnpm bench  the same with every part in one process (scripts/one-process.ts),
+//                                   as `MCS_ONE_PROCESS=true pnpm start` runs them: all but the two
+//                                   that stop or kill the webhooks process alone (delivery-throughput,
+//                                   retry-backlog); their table goes to .data/bench/latest-one-process.*
 //
 // Each scenario has a hard time bound: past it, its load is stopped and everything it started
 // (stacks, receivers, servers, load generators) is cleaned up; the others still run. A scenario
@@ -35,6 +39,7 @@ import {
   type BenchResult,
   type Check,
   fmt,
+  ONE_PROCESS,
   queryDb,
   renderTable,
   type Table,
@@ -174,13 +179,22 @@ function parseArgs(argv: string[]): Benchmark[] {
     process.exit(2);
   }
   const names = argv;
-  if (names.length === 0) return SCENARIOS;
+  if (names.length === 0) return ONE_PROCESS ? SCENARIOS.filter((b) => !b.perPartOnly) : SCENARIOS;
   const unknown = names.filter((n) => !ALL.some((b) => b.name === n));
   if (unknown.length > 0) {
     process.stderr.write(`unknown benchmark: ${unknown.join(', ')}\n${usage()}\n`);
     process.exit(2);
   }
-  return ALL.filter((b) => names.includes(b.name));
+  const chosen = ALL.filter((b) => names.includes(b.name));
+  const perPart = ONE_PROCESS ? chosen.filter((b) => b.perPartOnly) : [];
+  if (perPart.length > 0) {
+    process.stderr.write(
+      perPart.map((b) => `${b.name} needs a process per part: ${b.perPartOnly}\n`).join('') +
+        'run it without MCS_ONE_PROCESS=true\n',
+    );
+    process.exit(2);
+  }
+  return chosen;
 }
 
 /** The code measured: HEAD, and whether the tree had changes. */
@@ -341,6 +355,9 @@ async function main(): Promise<number> {
   const machineLine =
     `${machine.cpus} × ${machine.cpuModel}, ${machine.memoryGiB} GiB, ${machine.os}, Node ${machine.node}, ` +
     `PostgreSQL ${machine.postgres ?? '?'}`;
+  const modeLine = ONE_PROCESS
+    ? 'stack: every part in one process (MCS_ONE_PROCESS=true)'
+    : 'stack: a process per part (the default of pnpm start)';
   const passed = rows.filter((r) => r.check.pass === true).length;
   const couldNotRun = outcomes.filter((o) => !o.ok).map((o) => o.name);
   const tail =
@@ -349,7 +366,7 @@ async function main(): Promise<number> {
     `; ${minutes.toFixed(1)} min${minutes > 15 ? ' (over the 15-minute budget of issue 9)' : ''}`;
 
   // stdout: the summary first, then each scenario's details.
-  process.stdout.write(`\n${renderTable(summary)}\n   machine: ${machineLine}\n   ${tail}\n`);
+  process.stdout.write(`\n${renderTable(summary)}\n   machine: ${machineLine}\n   ${modeLine}\n   ${tail}\n`);
   for (const o of outcomes) {
     process.stdout.write(`\n# ${o.target ? `${o.target} ` : ''}${o.title} (${o.seconds.toFixed(0)} s)\n`);
     if (o.result) for (const t of o.result.tables) process.stdout.write(`\n${renderTable(t)}\n`);
@@ -363,6 +380,7 @@ async function main(): Promise<number> {
     argv: process.argv.slice(2),
     commit,
     machine,
+    oneProcess: ONE_PROCESS,
     summary: rows.map((r) => ({
       issueTarget: r.target,
       scenario: r.scenario,
@@ -388,6 +406,8 @@ async function main(): Promise<number> {
       `commit ${commit ? `${commit.head.slice(0, 12)}${commit.dirty ? ' (with uncommitted changes)' : ''}` : '?'}`,
     '',
     `Machine: ${machineLine}`,
+    '',
+    `${modeLine[0]!.toUpperCase()}${modeLine.slice(1)}.`,
     '',
     markdownTable(summary),
     '',
@@ -415,14 +435,17 @@ async function main(): Promise<number> {
   writeFileSync(json, `${JSON.stringify(report, null, 2)}\n`);
   writeFileSync(mdFile, `${md}\n`);
   // latest.* is the last run of all seven (the table the README shows); a partial run leaves it.
-  const full = SCENARIOS.every((b) => selectedNames.has(b.name)) && !interrupted;
+  // latest-one-process.* the same for MCS_ONE_PROCESS=true (the five that run in that mode).
+  const full =
+    SCENARIOS.every((b) => selectedNames.has(b.name) || (ONE_PROCESS && b.perPartOnly)) && !interrupted;
+  const latest = ONE_PROCESS ? 'latest-one-process' : 'latest';
   if (full) {
-    copyFileSync(json, path.join(dir, 'latest.json'));
-    copyFileSync(mdFile, path.join(dir, 'latest.md'));
+    copyFileSync(json, path.join(dir, `${latest}.json`));
+    copyFileSync(mdFile, path.join(dir, `${latest}.md`));
   }
   process.stdout.write(
     `\n${tail}\nwritten: ${path.relative(REPO_ROOT, json)}, ${path.relative(REPO_ROOT, mdFile)}` +
-      `${full ? ' (and latest.json, latest.md)' : ''}\n`,
+      `${full ? ` (and ${latest}.json, ${latest}.md)` : ''}\n`,
   );
   await Promise.all([...running].map(runCleanups));
   if (interrupted) return 130;
