@@ -207,14 +207,23 @@ export async function startStack(
         stdio: ['ignore', 'pipe', 'pipe'],
       },
     );
-    const logsOf = opts.oneProcess ? PARTS.map((p) => logs[p]) : [logs[part]];
     for (const p of opts.oneProcess ? PARTS : [part]) procs.set(id(p, replica), child);
-    const keep = (chunk: Buffer) => {
-      for (const l of logsOf) {
-        l.push(chunk.toString());
-        if (l.length > 500) l.shift();
-      }
+    const append = (to: Part, text: string) => {
+      logs[to].push(text);
+      if (logs[to].length > 500) logs[to].shift();
     };
+    // One process: each JSON line goes to the part it names (`"svc"`), anything else to the gateway.
+    let partial = '';
+    const keep = opts.oneProcess
+      ? (chunk: Buffer) => {
+          const lines = (partial + chunk.toString()).split('\n');
+          partial = lines.pop()!;
+          for (const line of lines) {
+            const svc = /"svc":"([a-z]+)"/.exec(line)?.[1] as Part | undefined;
+            append(svc && PARTS.includes(svc) ? svc : 'gateway', `${line}\n`);
+          }
+        }
+      : (chunk: Buffer) => append(part, chunk.toString());
     child.stdout!.on('data', keep);
     child.stderr!.on('data', keep);
     try {
