@@ -3,11 +3,17 @@
 //   1. PostgreSQL: DATABASE_URL, or embedded PostgreSQL under .data/postgres (port 5439, db `mcs`).
 //   2. NATS: NATS_URL, or `nats-server -js` from PATH on port 4229, stored under .data/nats.
 //   3. Each service (`node services/<name>/src/main.ts`), one after the other, each waited for
-//      until its port accepts connections; then the gateway (`node gateway/src/main.ts`).
+//      until it is ready; then the gateway (`node gateway/src/main.ts`).
+//      With MCS_ONE_PROCESS=true (a flag like the others: true/false/1/0; anything else stops
+//      start-up with exit 1) instead one Node part, `mcs` (`node scripts/one-process.ts`), that
+//      runs the four services and the gateway in one process: the services still listen on their
+//      ports (checked free below like always) and the gateway calls them in process. It is
+//      supervised and stopped like the gateway. Opt-in for a small machine (docs/operations.md,
+//      "One process"); the default stays a process per part (CONTRACT §1).
 //
 // Every child runs in its own process group with its output prefixed by `[name]`. SIGINT/SIGTERM
-// stop the gateway, then the services, then NATS and PostgreSQL, and exit 0; a second signal
-// kills everything at once.
+// stop the gateway (or `mcs`), then the services, then NATS and PostgreSQL, and exit 0; a second
+// signal kills everything at once.
 //
 // Supervision: once the stack is up, a part that exits on its own (a crash, kill -9, OOM) is
 // started again after a back-off (scripts/lib/supervise.ts: 100 ms doubling up to 10 s, back to
@@ -52,6 +58,8 @@ const DATA_DIR = join(ROOT, '.data');
 const READY_TIMEOUT_MS = 60_000;
 
 const { HOST, PORT } = parseEnv(baseEnvSchema.pick({ HOST: true, PORT: true }));
+/** MCS_ONE_PROCESS, read as every part reads a flag; a bad value is reported by main(). */
+const ONE_PROCESS = booleanFlag.safeParse(process.env.MCS_ONE_PROCESS);
 // The webhooks service drains its delivery attempts (each at most WEBHOOK_TIMEOUT) on SIGTERM:
 // give every part that long and 5 s more before killing it.
 const STOP_GRACE_MS = (() => {
@@ -84,6 +92,7 @@ interface Part {
 let postgres: Part | undefined;
 let nats: Part | undefined;
 const services: Part[] = [];
+/** The gateway, or with MCS_ONE_PROCESS the `mcs` part (every service too, `services` empty). */
 let gateway: Part | undefined;
 /** Up: exits are crashes to restart from now on (during start-up they are fatal). */
 let supervising = false;
@@ -232,9 +241,9 @@ function urlHost(host: string): string {
 }
 
 /**
- * A Node part (a service or the gateway). Once it is ready, a standby is spawned with
- * MCS_STANDBY=1: it loads the part's code (half of a start on a busy machine) and waits (kit/server
- * runProcess). When the part crashes, the standby is told to start, so the part is back in about
+ * A Node part (a service, the gateway, or `mcs`: all of them in one process). Once it is ready, a
+ * standby is spawned with MCS_STANDBY=1: it loads the part's code (half of a start on a busy
+ * machine) and waits (kit/server runProcess). When the part crashes, the standby is told to start, so the part is back in about
  * the time its start-up itself takes; a fresh standby follows once it is ready.
  */
 function nodePart(name: string, entry: string, env: NodeJS.ProcessEnv): Part {
@@ -273,6 +282,12 @@ function nodePart(name: string, entry: string, env: NodeJS.ProcessEnv): Part {
 }
 
 async function main(): Promise<void> {
+  if (!ONE_PROCESS.success) {
+    throw new StartupError(
+      `MCS_ONE_PROCESS must be true, false, 1 or 0 (or unset), not ${JSON.stringify(process.env.MCS_ONE_PROCESS)}`,
+    );
+  }
+  const oneProcess = ONE_PROCESS.data;
   const gatewayHost = connectHost(HOST);
   const listeners = [
     ...SERVICES.map((name) => ({
@@ -345,13 +360,17 @@ async function main(): Promise<void> {
     await first(nats);
   }
 
-  for (const name of SERVICES) {
-    const part = nodePart(name, join('services', name, 'src', 'main.ts'), env);
-    services.push(part);
-    await first(part);
+  if (oneProcess) {
+    log.info('MCS_ONE_PROCESS: the services and the gateway run in one process, mcs');
+    gateway = nodePart('mcs', join('scripts', 'one-process.ts'), env);
+  } else {
+    for (const name of SERVICES) {
+      const part = nodePart(name, join('services', name, 'src', 'main.ts'), env);
+      services.push(part);
+      await first(part);
+    }
+    gateway = nodePart('gateway', join('gateway', 'src', 'main.ts'), env);
   }
-
-  gateway = nodePart('gateway', join('gateway', 'src', 'main.ts'), env);
   await first(gateway);
   checkpoint();
   supervising = true;
