@@ -4,8 +4,13 @@
 // accepted reaches the receiver. Then a part that cannot start again stops the stack with a
 // clear message. The stack runs on its own database and JetStream prefix; the shared PostgreSQL
 // and NATS servers are only used, never stopped.
+//
+// The same with MCS_ONE_PROCESS=true: one supervised part, `mcs`, runs every service and the
+// gateway; it answers /v1, comes back after kill -9, and SIGTERM to `pnpm start` leaves nothing
+// running. A bad MCS_ONE_PROCESS stops `pnpm start` before it starts anything.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import {
   createTestDatabase,
@@ -45,13 +50,74 @@ async function portFree(port: number): Promise<boolean> {
   });
 }
 
+/** A base port with the next five free too: the services' PORT+1…+4 and the gateway's METRICS_PORT. */
 async function freeBasePort(): Promise<number> {
   for (let i = 0; i < 50; i++) {
     const base = 20_000 + Math.floor(Math.random() * 1_000) * 10;
-    const checks = await Promise.all([0, 1, 2, 3, 4].map((d) => portFree(base + d)));
+    const checks = await Promise.all([0, 1, 2, 3, 4, 5].map((d) => portFree(base + d)));
     if (checks.every(Boolean)) return base;
   }
   throw new Error('no free ports');
+}
+
+/** What `pnpm start` runs with here: its own database, JetStream prefix and ports. */
+function startEnv(base: number, db: TestDatabase, nats: TestNats): Record<string, string> {
+  return {
+    PATH: process.env.PATH ?? '',
+    HOME: process.env.HOME ?? '/root',
+    HOST: '127.0.0.1',
+    PORT: String(base),
+    DATABASE_URL: db.url,
+    NATS_URL: nats.url,
+    MCS_NATS_PREFIX: nats.prefix,
+    LOG_LEVEL: 'warn',
+    WEBHOOK_SECRETS_KEY: randomBytes(32).toString('base64'),
+    WEBHOOK_ALLOW_HTTP: 'true',
+    WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
+    WEBHOOK_TIMEOUT: '2s',
+    WEBHOOK_LEASE_MARGIN: '1s',
+    WEBHOOK_RETRY_SCHEDULE: '1s,1s,2s,5s,10s',
+    // Keys are checked with the accounts service at least every second, so its outage shows.
+    AUTH_CACHE_TTL: '1s',
+    MAIL_DIR: `${REPO_ROOT}.data/test-mail/${nats.prefix}`,
+  };
+}
+
+/** `pnpm mcs accounts create` against the running stack: the account's test secret key. */
+async function createAccount(env: Record<string, string>, email: string): Promise<string> {
+  const cli = spawn(
+    process.execPath,
+    ['packages/cli/src/main.ts', 'accounts', 'create', '--email', email, '--rate-limit', '100000'],
+    { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  let out = '';
+  cli.stdout.on('data', (c: Buffer) => (out += c));
+  await new Promise((r) => cli.once('exit', r));
+  return (JSON.parse(out) as { secret_key: string }).secret_key;
+}
+
+/** The pid `pnpm start` last reported for a part ("is up" / "restarted") in its output. */
+function reportedPid(output: string, part: string): number | undefined {
+  const re = new RegExp(`\\[start\\]\\s+${part} (?:is up|restarted) \\(pid (\\d+)\\)`, 'g');
+  let pid: number | undefined;
+  for (const m of output.matchAll(re)) pid = Number(m[1]);
+  return pid;
+}
+
+/** Every process that runs with this JetStream prefix (pnpm, the launcher, its parts): pid → argv. */
+function processesOf(prefix: string): Map<number, string> {
+  const found = new Map<number, string>();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const environ = `\0${readFileSync(`/proc/${name}/environ`, 'utf8')}`;
+      if (!environ.includes(`\0MCS_NATS_PREFIX=${prefix}\0`)) continue;
+      found.set(Number(name), readFileSync(`/proc/${name}/cmdline`, 'utf8').replaceAll('\0', ' ').trim());
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found;
 }
 
 interface Answer {
@@ -74,12 +140,7 @@ describe('pnpm start supervises its parts', () => {
   let key: string;
 
   /** The pid the launcher last reported for a part ("is up" / "restarted"). */
-  function pidOf(part: Part): number | undefined {
-    const re = new RegExp(`\\[start\\]\\s+${part} (?:is up|restarted) \\(pid (\\d+)\\)`, 'g');
-    let pid: number | undefined;
-    for (const m of output.matchAll(re)) pid = Number(m[1]);
-    return pid;
-  }
+  const pidOf = (part: Part) => reportedPid(output, part);
 
   /** Polls every 20 ms (restarts are timed with it); a time-out shows the launcher's last output. */
   const polling = (timeoutMs: number) => ({ timeoutMs, everyMs: 20, detail: () => output.slice(-6_000) });
@@ -118,25 +179,7 @@ describe('pnpm start supervises its parts', () => {
   beforeAll(async () => {
     [db, receiver, base] = await Promise.all([createTestDatabase(), startReceiver(), freeBasePort()]);
     nats = createTestNats();
-    env = {
-      PATH: process.env.PATH ?? '',
-      HOME: process.env.HOME ?? '/root',
-      HOST: '127.0.0.1',
-      PORT: String(base),
-      DATABASE_URL: db.url,
-      NATS_URL: nats.url,
-      MCS_NATS_PREFIX: nats.prefix,
-      LOG_LEVEL: 'warn',
-      WEBHOOK_SECRETS_KEY: randomBytes(32).toString('base64'),
-      WEBHOOK_ALLOW_HTTP: 'true',
-      WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
-      WEBHOOK_TIMEOUT: '2s',
-      WEBHOOK_LEASE_MARGIN: '1s',
-      WEBHOOK_RETRY_SCHEDULE: '1s,1s,2s,5s,10s',
-      // Keys are checked with the accounts service at least every second, so its outage shows.
-      AUTH_CACHE_TTL: '1s',
-      MAIL_DIR: `${REPO_ROOT}.data/test-mail/${nats.prefix}`,
-    };
+    env = startEnv(base, db, nats);
     launcher = spawn(process.execPath, ['scripts/start.ts'], {
       cwd: REPO_ROOT,
       env,
@@ -150,23 +193,7 @@ describe('pnpm start supervises its parts', () => {
     await until('mcs is up', () => output.includes('mcs is up') || exitCode !== undefined, polling(120_000));
     expect(exitCode, output).toBeUndefined();
 
-    const cli = spawn(
-      process.execPath,
-      [
-        'packages/cli/src/main.ts',
-        'accounts',
-        'create',
-        '--email',
-        'sup@example.com',
-        '--rate-limit',
-        '100000',
-      ],
-      { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'inherit'] },
-    );
-    let out = '';
-    cli.stdout.on('data', (c: Buffer) => (out += c));
-    await new Promise((r) => cli.once('exit', r));
-    key = (JSON.parse(out) as { secret_key: string }).secret_key;
+    key = await createAccount(env, 'sup@example.com');
     const res = await fetch(`http://127.0.0.1:${base}/v1/webhooks`, {
       method: 'POST',
       headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
@@ -368,4 +395,166 @@ describe('pnpm start supervises its parts', () => {
     );
     expect(output).toMatch(/\[start\]\s+stopped \(exit 1\)/);
   }, 150_000);
+});
+
+describe('MCS_ONE_PROCESS=true pnpm start: every part in one supervised process, mcs', () => {
+  let db: TestDatabase;
+  let nats: TestNats;
+  let base: number;
+  let env: Record<string, string>;
+  let start: ChildProcess;
+  let output = '';
+  let exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
+  let key: string;
+
+  const polling = (timeoutMs: number) => ({ timeoutMs, everyMs: 20, detail: () => output.slice(-6_000) });
+
+  async function api(method: string, path: string, body?: unknown) {
+    const res = await fetch(`http://127.0.0.1:${base}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.timeout(15_000),
+    });
+    return { status: res.status, json: (await res.json()) as { id?: string; name?: string } };
+  }
+
+  beforeAll(async () => {
+    [db, base] = await Promise.all([createTestDatabase(), freeBasePort()]);
+    nats = createTestNats();
+    env = { ...startEnv(base, db, nats), MCS_ONE_PROCESS: 'true' };
+    // As an operator's shell runs it: `pnpm start` in a process group of its own, pnpm on the
+    // machine's node. (Under a test runner node_modules/.bin comes first on the PATH, and its
+    // `node` is a shell wrapper around the real one: a SIGTERM would stop only that wrapper.)
+    const operatorPath = env.PATH!.split(':').filter((dir) => !dir.includes('node_modules'));
+    start = spawn('pnpm', ['start'], {
+      cwd: REPO_ROOT,
+      env: { ...env, PATH: operatorPath.join(':') },
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    start.stdout!.on('data', (c: Buffer) => (output += c));
+    start.stderr!.on('data', (c: Buffer) => (output += c));
+    start.once('exit', (code, signal) => {
+      exit = { code, signal };
+    });
+    // The ready line, not `[start] mcs is up (pid …)`, which comes just before it.
+    await until(
+      'the ready line',
+      () => output.includes('mcs is up: ') || exit !== undefined,
+      polling(120_000),
+    );
+    expect(exit, output).toBeUndefined();
+    key = await createAccount(env, 'one@example.com');
+  }, 180_000);
+
+  afterAll(async () => {
+    if (start && exit === undefined) {
+      const exited = new Promise((r) => start.once('exit', r));
+      process.kill(-start.pid!, 'SIGTERM');
+      await exited;
+    }
+    // Whatever a failed test left behind.
+    for (const pid of nats ? processesOf(nats.prefix).keys() : []) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // gone
+      }
+    }
+    await nats?.drop().catch(() => {});
+    await db?.drop().catch(() => {});
+  }, 60_000);
+
+  it('runs one Node part, mcs, in place of the four services and the gateway, and it answers /v1', async () => {
+    const pid = reportedPid(output, 'mcs');
+    expect(pid, output).toBeDefined();
+    for (const part of PARTS)
+      expect(reportedPid(output, part), `${part} as a part of its own`).toBeUndefined();
+    // Besides pnpm and the launcher: mcs and its standby, both scripts/one-process.ts; no part's main.ts.
+    const argv = [...processesOf(nats.prefix).values()];
+    expect(
+      argv.filter((a) => a.includes('scripts/one-process.ts')),
+      argv.join('\n'),
+    ).toHaveLength(2);
+    expect(
+      argv.filter((a) => /(services\/\w+|gateway)\/src\/main\.ts/.test(a)),
+      argv.join('\n'),
+    ).toEqual([]);
+    expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8')).toContain('scripts/one-process.ts');
+
+    const created = await api('POST', '/v1/products', { name: 'Tea', price: 450, currency: 'EUR' });
+    expect(created.status, JSON.stringify(created.json)).toBe(200);
+    const read = await api('GET', `/v1/products/${created.json.id}`);
+    expect(read).toMatchObject({ status: 200, json: { id: created.json.id, name: 'Tea' } });
+    // The services still serve their own ports (Connect here) from the same process.
+    const health = await fetch(`http://127.0.0.1:${base + 2}/grpc.health.v1.Health/Check`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
+    expect(await health.json()).toEqual({ status: 'SERVING' });
+  });
+
+  it('restarts mcs killed with SIGKILL, and it answers /v1 again', async () => {
+    const pid = reportedPid(output, 'mcs')!;
+    const killedAt = Date.now();
+    process.kill(pid, 'SIGKILL');
+    await until('mcs restarted', () => (reportedPid(output, 'mcs') ?? pid) !== pid, polling(30_000));
+    const answer = await until(
+      'POST /v1/products answered 200 after the restart',
+      async () => {
+        const a = await api('POST', '/v1/products', { name: 'Coffee', price: 300, currency: 'EUR' }).catch(
+          () => undefined,
+        );
+        return a?.status === 200 && a;
+      },
+      polling(30_000),
+    );
+    console.log(`one process: mcs back ${Date.now() - killedAt} ms after kill -9`);
+    expect(answer.json.name).toBe('Coffee');
+    expect(output).toMatch(/\[start\]\s+mcs exited unexpectedly \(signal SIGKILL\); restarting it/);
+    expect(processesOf(nats.prefix).has(pid)).toBe(false);
+    expect(exit).toBeUndefined();
+  }, 60_000);
+
+  it('SIGTERM to pnpm start: exit 0 and no process left', async () => {
+    expect(processesOf(nats.prefix).size).toBeGreaterThanOrEqual(4);
+    const exited = new Promise((r) => start.once('exit', r));
+    start.kill('SIGTERM');
+    await exited;
+    await until(
+      'every process of the stack gone',
+      () => processesOf(nats.prefix).size === 0,
+      polling(30_000),
+    );
+    expect(exit, output).toEqual({ code: 0, signal: null });
+    expect(output).toMatch(/\[start\]\s+stopped\n/);
+  }, 60_000);
+});
+
+describe('MCS_ONE_PROCESS with a value that is not a flag', () => {
+  it('stops pnpm start before anything starts, with a clear message and exit 1', async () => {
+    const base = await freeBasePort();
+    const child = spawn(process.execPath, ['scripts/start.ts'], {
+      cwd: REPO_ROOT,
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '/root',
+        PORT: String(base),
+        // Never reached: the flag is checked first.
+        DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none',
+        NATS_URL: 'nats://127.0.0.1:1',
+        MCS_ONE_PROCESS: 'yes',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout!.on('data', (c: Buffer) => (out += c));
+    child.stderr!.on('data', (c: Buffer) => (out += c));
+    const code = await new Promise((r) => child.once('exit', r));
+    expect(code, out).toBe(1);
+    expect(out).toMatch(/\[start\]\s+MCS_ONE_PROCESS must be true, false, 1 or 0 \(or unset\), not "yes"/);
+    expect(out).not.toMatch(/is up|using DATABASE_URL/);
+  });
 });
