@@ -5,11 +5,11 @@
 //   3. Each service (`node services/<name>/src/main.ts`), one after the other, each waited for
 //      until it is ready; then the gateway (`node gateway/src/main.ts`).
 //      With MCS_ONE_PROCESS=true (a flag like the others: true/false/1/0; anything else stops
-//      start-up with exit 1) instead one Node part, `mcs` (`node scripts/one-process.ts`), that
-//      runs the four services and the gateway in one process: the services still listen on their
-//      ports (checked free below like always) and the gateway calls them in process. It is
-//      supervised and stopped like the gateway. Opt-in for a small machine (docs/operations.md,
-//      "One process"); the default stays a process per part (CONTRACT §1).
+//      start-up with exit 1) instead one Node part, `mcs` (`node scripts/one-process.ts`, which
+//      says how), that runs the four services and the gateway in one process; the services still
+//      listen on their ports (checked free below like always). It is supervised and stopped like
+//      the gateway. Opt-in for a small machine (docs/operations.md, "One process"); the default
+//      stays a process per part (CONTRACT §1).
 //
 // Every child runs in its own process group with its output prefixed by `[name]`. SIGINT/SIGTERM
 // stop the gateway (or `mcs`), then the services, then NATS and PostgreSQL, and exit 0; a second
