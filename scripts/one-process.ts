@@ -10,7 +10,7 @@
 //   deliveries would otherwise run between the API's requests on one event loop. The gateway
 //   reaches it at its port (its calls are the endpoint and event routes, off the write path).
 //
-// For a small machine (README, "One process"). Kubernetes and replicas keep a process per part
+// For a small machine (docs/operations.md, "One process"). Kubernetes and replicas keep a process per part
 // (deploy/): a crash or a deploy then takes down one part, not all. The thread stopping on its own
 // ends the process (exit 1), so its supervisor starts everything again.
 import { Worker } from 'node:worker_threads';
