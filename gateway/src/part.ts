@@ -167,7 +167,24 @@ export async function startGateway(
     listen,
     failpoint: env.MCS_FAILPOINT,
   });
+  // Stopping ends every connection: idle ones at once, busy ones with their answer, which says
+  // `Connection: close` when its head is still unwritten. Otherwise a client that keeps its
+  // connection alive after an answer given while stopping (most do, for up to a minute) would
+  // hold server.close() open until the grace time ran out and the process exited 1 without
+  // stopping what comes after the gateway (in one process: every service).
+  // (One shared listener, no closure per request.)
+  let closing = false;
+  const busy = new Set<http.ServerResponse>();
+  const closeIdle = () => server.closeIdleConnections();
+  function answered(this: http.ServerResponse) {
+    busy.delete(this);
+    // An answer whose head went out before the stop: its connection is idle only now.
+    if (closing) setImmediate(closeIdle);
+  }
   const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
+    if (closing) res.setHeader('connection', 'close');
+    busy.add(res);
+    res.once('close', answered);
     void handler(req, res);
   });
   await new Promise<void>((resolve, reject) => {
@@ -198,6 +215,8 @@ export async function startGateway(
   const stop = async () => {
     listen.close(); // open mcs listen streams would hold the server open
     for (const c of circuits) c.close();
+    closing = true;
+    for (const res of busy) if (!res.headersSent) res.setHeader('connection', 'close');
     await new Promise<void>((resolve) => {
       server.close(() => resolve());
       server.closeIdleConnections();
