@@ -160,6 +160,17 @@ describe('every part in one process', () => {
     );
   });
 
+  it('a lone surrogate in a name: stored as U+FFFD, as when the hop encodes it (not a 500)', async () => {
+    const placed = await api(
+      'POST',
+      '/v1/orders',
+      order('A\ud800B', [{ name: 'T\udfffea', unit_amount: 1, quantity: 1 }]),
+    );
+    expect(placed.status, placed.text).toBe(200);
+    expect(placed.json).toMatchObject({ customer: { name: 'A\ufffdB' }, items: [{ name: 'T\ufffdea' }] });
+    expect((await api('GET', `/v1/orders/${placed.json.id}`)).text).toBe(placed.text);
+  });
+
   it('a product, an order of it, a payment, a conversation: every service, in process', async () => {
     const product = await api('POST', '/v1/products', { name: 'Green tea', price: 450, currency: 'EUR' });
     expect(product.status, product.text).toBe(200);

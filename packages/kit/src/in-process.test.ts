@@ -7,12 +7,13 @@
 // errorLogger's database-unavailable answer, deadlines, cancellation and unknown methods.
 import http from 'node:http';
 import { create, type DescMethodUnary, toJsonString } from '@bufbuild/protobuf';
+import { FloatValueSchema, Int64ValueSchema, StructSchema } from '@bufbuild/protobuf/wkt';
 import { Code, ConnectError, type ConnectRouter, createClient, type Transport } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
 import { apiError, renderConnectError } from '@mcs/errors';
 import { api, commerce, grpcHealth } from '@mcs/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createInProcessTransport } from './in-process.ts';
+import { changedByWire, createInProcessTransport } from './in-process.ts';
 import { createLogger } from './log.ts';
 import { errorLogger, type ServerHandle, startConnectServer } from './server.ts';
 
@@ -140,7 +141,7 @@ async function call(
   name: string,
   opts: { signal?: AbortSignal; timeoutMs?: number } = {},
 ) {
-  const id = `${name}-${Math.random()}`;
+  const id = `${encodeURIComponent(name.toWellFormed())}-${Math.random()}`;
   let header: Headers | undefined;
   let trailer: Headers | undefined;
   const started = performance.now();
@@ -218,6 +219,14 @@ describe('the in-process hop answers as the service port does', () => {
     expect(b.trailer).toEqual([['x-trailer', 'bye']]);
     // The handler saw the caller's headers and no deadline.
     expect(seen.get(b.id)).toMatchObject({ account: 'acct_1', timeoutMs: undefined });
+  });
+
+  it('a string the wire would repair (a lone surrogate): the handler gets what it gets over the port', async () => {
+    // Binary encoding writes UTF-8, so an ill-formed string arrives as U+FFFD over the port; handed
+    // over as is, PostgreSQL refused it (jsonb: "Unicode low surrogate must follow a high surrogate").
+    const { b, same } = await both('A\ud800B');
+    same();
+    expect(b.message?.customer?.name).toBe('A\ufffdB');
   });
 
   it('a catalog error: the same code, message, detail, metadata and rendered envelope', async () => {
@@ -356,6 +365,38 @@ describe('methods the server does not serve', () => {
     const [a, b] = [await unknown(wire, method), await unknown(local, method)];
     expect(a).toMatchObject({ code: Code.Unimplemented });
     expect(b).toMatchObject({ code: a.code });
+  });
+});
+
+describe('changedByWire: requests the hop encodes and decodes, as a port would deliver them', () => {
+  it('not a request as the gateway builds it (no copy on the common path)', () => {
+    expect(changedByWire(commerce.CreateOrderRequestSchema, order('Ada'))).toBe(false);
+    expect(changedByWire(commerce.CreateOrderRequestSchema, create(commerce.CreateOrderRequestSchema))).toBe(
+      false,
+    );
+  });
+
+  it('a lone surrogate anywhere: a field, a list item, a map key, a oneof', () => {
+    const bad = order('Ada');
+    bad.items[1]!.name = 'T\udfffea';
+    expect(changedByWire(commerce.CreateOrderRequestSchema, bad)).toBe(true);
+    const struct = (fields: object) => create(StructSchema, { fields: fields as never });
+    expect(
+      changedByWire(StructSchema, struct({ ok: { kind: { case: 'stringValue', value: 'fine' } } })),
+    ).toBe(false);
+    expect(
+      changedByWire(StructSchema, struct({ '\ud800': { kind: { case: 'boolValue', value: true } } })),
+    ).toBe(true);
+    expect(
+      changedByWire(StructSchema, struct({ ok: { kind: { case: 'stringValue', value: '\ud800' } } })),
+    ).toBe(true);
+  });
+
+  it('a float that 32 bits cannot hold, a 64-bit integer given as a number', () => {
+    expect(changedByWire(FloatValueSchema, create(FloatValueSchema, { value: 0.5 }))).toBe(false);
+    expect(changedByWire(FloatValueSchema, create(FloatValueSchema, { value: 0.1 }))).toBe(true);
+    expect(changedByWire(Int64ValueSchema, create(Int64ValueSchema, { value: 5n }))).toBe(false);
+    expect(changedByWire(Int64ValueSchema, create(Int64ValueSchema, { value: 5 as never }))).toBe(true);
   });
 });
 

@@ -9,7 +9,24 @@
 // Two differences, both harmless for the gateway, which builds a fresh request for every call and
 // only reads answers: the request and the answer are the caller's and the implementation's own
 // objects, not decoded copies. Streaming calls (listen) go to `streaming`, over the service's port.
-import { create, type DescMessage, type DescMethodUnary, isMessage } from '@bufbuild/protobuf';
+//
+// A request the wire would change is sent as the wire would deliver it: a string that is not
+// well-formed UTF-16 (a lone surrogate, which JSON.parse lets through) arrives as U+FFFD over a
+// port, and handed over as is it reached PostgreSQL, which refused it (a 500 where a service in its
+// own process answered 200). Such a request, or one with any other value encoding would change,
+// is encoded and decoded; the check is a walk of the request, far cheaper than that copy. Answers
+// need none: they come from the database or from requests that passed here.
+import {
+  create,
+  type DescField,
+  type DescMessage,
+  type DescMethodUnary,
+  fromBinary,
+  isMessage,
+  type Message,
+  ScalarType,
+  toBinary,
+} from '@bufbuild/protobuf';
 import { Code, ConnectError, type Transport, type UnaryResponse } from '@connectrpc/connect';
 import type { LocalAnswer } from './fast-unary.ts';
 import type { ServerHandle } from './server.ts';
@@ -39,7 +56,9 @@ export function createInProcessTransport(
     const call = local(path);
     if (!call) return Promise.reject(new ConnectError(`HTTP 404 ${path}`, Code.Unimplemented));
     if (signal?.aborted) return Promise.reject(ConnectError.from(signal.reason, Code.Canceled));
-    const message = isMessage(input, method.input) ? input : create(method.input, input as never);
+    let message = isMessage(input, method.input) ? input : create(method.input, input as never);
+    if (changedByWire(method.input, message))
+      message = fromBinary(method.input, toBinary(method.input, message));
     const deadline = timeoutMs !== undefined && timeoutMs > 0 ? timeoutMs : undefined;
     const answer = (a: LocalAnswer): UnaryResponse<I, O> => ({
       stream: false,
@@ -88,4 +107,86 @@ export function createInProcessTransport(
   }
 
   return { unary: unary as Transport['unary'], stream: streaming.stream.bind(streaming) };
+}
+
+/** Whether encoding `message` and decoding it again would change a value in it (see the file's head). */
+export function changedByWire(desc: DescMessage, message: Message): boolean {
+  const m = message as unknown as Record<string, unknown>;
+  for (const field of desc.fields) {
+    let value: unknown;
+    if (field.oneof) {
+      const o = m[field.oneof.localName] as { case?: string; value?: unknown } | undefined;
+      if (o?.case !== field.localName) continue;
+      value = o.value;
+    } else value = m[field.localName];
+    if (value === undefined || value === null) continue;
+    if (fieldChanged(field, value)) return true;
+  }
+  return false;
+}
+
+function fieldChanged(field: DescField, value: unknown): boolean {
+  switch (field.fieldKind) {
+    case 'scalar':
+      return scalarChanged(field.scalar, field.longAsString, value);
+    case 'enum':
+      return scalarChanged(ScalarType.INT32, false, value);
+    case 'message':
+      return changedByWire(field.message, value as Message);
+    case 'list': {
+      const items = value as unknown[];
+      if (field.listKind === 'message') return items.some((i) => changedByWire(field.message, i as Message));
+      if (field.listKind === 'enum') return items.some((i) => scalarChanged(ScalarType.INT32, false, i));
+      return items.some((i) => scalarChanged(field.scalar, field.longAsString, i));
+    }
+    case 'map':
+      for (const [key, item] of Object.entries(value as Record<string, unknown>)) {
+        if (field.mapKey === ScalarType.STRING && !key.isWellFormed()) return true;
+        if (
+          field.mapKind === 'message'
+            ? changedByWire(field.message, item as Message)
+            : scalarChanged(field.mapKind === 'enum' ? ScalarType.INT32 : field.scalar, false, item)
+        )
+          return true;
+      }
+      return false;
+    default: {
+      const never: never = field;
+      throw new Error(`unhandled field kind ${String(never)}`);
+    }
+  }
+}
+
+function scalarChanged(type: ScalarType, longAsString: boolean, v: unknown): boolean {
+  switch (type) {
+    case ScalarType.STRING:
+      return typeof v !== 'string' || !v.isWellFormed();
+    case ScalarType.FLOAT:
+      // Sent as 32 bits.
+      return typeof v !== 'number' || (Math.fround(v) !== v && !Number.isNaN(v));
+    case ScalarType.DOUBLE:
+      return typeof v !== 'number';
+    case ScalarType.BOOL:
+      return typeof v !== 'boolean';
+    case ScalarType.BYTES:
+      return !(v instanceof Uint8Array);
+    case ScalarType.INT32:
+    case ScalarType.SINT32:
+    case ScalarType.SFIXED32:
+      return typeof v !== 'number' || (v | 0) !== v;
+    case ScalarType.UINT32:
+    case ScalarType.FIXED32:
+      return typeof v !== 'number' || v >>> 0 !== v;
+    case ScalarType.INT64:
+    case ScalarType.SINT64:
+    case ScalarType.SFIXED64:
+    case ScalarType.UINT64:
+    case ScalarType.FIXED64:
+      // Decoded as bigint (a string with jstype = JS_STRING), whatever `create` was given.
+      return longAsString ? typeof v !== 'string' : typeof v !== 'bigint';
+    default: {
+      const never: never = type;
+      throw new Error(`unhandled scalar type ${String(never)}`);
+    }
+  }
 }
