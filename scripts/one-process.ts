@@ -27,7 +27,7 @@ import { startMessaging } from '../services/messaging/src/part.ts';
 import type { FromThread } from './webhooks-thread.ts';
 
 const env = gatewayEnv();
-const log = createLogger('mcs', env.LOG_LEVEL);
+const log = createLogger('one-process', env.LOG_LEVEL);
 
 await runProcess(log, async () => {
   const started: Array<{ stop(): Promise<void> }> = [];
