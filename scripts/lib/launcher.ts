@@ -38,6 +38,16 @@ function isShell(pid: number): boolean {
   return names.some((name) => SHELLS.has(name));
 }
 
+/** Whether `pid` is a shell running the `node` package's wrapper script (node_modules/.bin/node). */
+function runsNodeWrapper(pid: number): boolean {
+  try {
+    const args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    return args.slice(1, 3).some((a) => a.endsWith('/node_modules/.bin/node'));
+  } catch {
+    return false;
+  }
+}
+
 /** Calls `onGone` once when a process between us and our launcher exits. Linux only; else a no-op. */
 export function watchLauncher(onGone: (why: string) => void, intervalMs = 500): () => void {
   if (!existsSync('/proc/self/stat')) return () => {};
@@ -50,6 +60,12 @@ export function watchLauncher(onGone: (why: string) => void, intervalMs = 500): 
     if (next === undefined) break;
     pid = next;
   }
+  // pnpm itself may run under that same wrapper (node_modules/.bin first on PATH: package
+  // scripts, `pnpm exec`, test runners): a SIGTERM to the wrapper ends only the wrapper, and pnpm
+  // carries on without passing anything on. The wrapper is then our launcher: watch it too.
+  const launcher = chain.at(-1)!;
+  const above = launcher === process.pid ? undefined : parentOf(launcher);
+  if (above !== undefined && above > 1 && isShell(above) && runsNodeWrapper(above)) chain.push(above);
   const timer = setInterval(() => {
     for (let i = 0; i + 1 < chain.length; i++) {
       const child = chain[i]!;

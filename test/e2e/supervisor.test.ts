@@ -536,6 +536,55 @@ describe('MCS_ONE_PROCESS=true pnpm start: every part in one supervised process,
   }, 60_000);
 });
 
+describe('pnpm running under the node wrapper (node_modules/.bin first on the PATH)', () => {
+  // Package scripts, `pnpm exec` and test runners put node_modules/.bin first on the PATH, so
+  // pnpm itself runs under the `node` package's shell wrapper, which runs the real node as its
+  // child. A SIGTERM to that wrapper ends only the wrapper; pnpm passes nothing on. The stack must
+  // notice (scripts/lib/launcher.ts) and stop, not run on orphaned.
+  it('SIGTERM to the wrapper: the whole stack stops and no process is left', async () => {
+    const [db, base] = await Promise.all([createTestDatabase(), freeBasePort()]);
+    const nats = createTestNats();
+    const env: Record<string, string> = { ...startEnv(base, db, nats), MCS_ONE_PROCESS: 'true' };
+    const wrapperFirst = [`${REPO_ROOT}node_modules/.bin`, ...(env.PATH ?? '').split(':')].join(':');
+    const start = spawn('pnpm', ['start'], {
+      cwd: REPO_ROOT,
+      env: { ...env, PATH: wrapperFirst },
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    start.stdout!.on('data', (c: Buffer) => (output += c));
+    start.stderr!.on('data', (c: Buffer) => (output += c));
+    const polling = (timeoutMs: number) => ({ timeoutMs, everyMs: 50, detail: () => output.slice(-4_000) });
+    try {
+      await until('the ready line', () => output.includes('mcs is up: '), polling(120_000));
+      // The process we started is the wrapper (a shell), with pnpm on node as its child.
+      const argv = readFileSync(`/proc/${start.pid}/cmdline`, 'utf8').split('\0');
+      expect(
+        argv.slice(1, 3).some((a) => a.endsWith('/node_modules/.bin/node')),
+        argv.join(' '),
+      ).toBe(true);
+      start.kill('SIGTERM');
+      await until(
+        'every process of the stack gone',
+        () => processesOf(nats.prefix).size === 0,
+        polling(30_000),
+      );
+      expect(output).toMatch(/\[start\]\s+stopped\n/);
+    } finally {
+      for (const pid of processesOf(nats.prefix).keys()) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // gone
+        }
+      }
+      await nats.drop().catch(() => {});
+      await db.drop().catch(() => {});
+    }
+  }, 180_000);
+});
+
 describe('MCS_ONE_PROCESS with a value that is not a flag', () => {
   it('stops pnpm start before anything starts, with a clear message and exit 1', async () => {
     const base = await freeBasePort();
