@@ -424,8 +424,8 @@ describe('MCS_ONE_PROCESS=true pnpm start: every part in one supervised process,
     nats = createTestNats();
     env = { ...startEnv(base, db, nats), MCS_ONE_PROCESS: 'true' };
     // As an operator's shell runs it: `pnpm start` in a process group of its own, pnpm on the
-    // machine's node. (Under a test runner node_modules/.bin comes first on the PATH, and its
-    // `node` is a shell wrapper around the real one: a SIGTERM would stop only that wrapper.)
+    // machine's node. (Under a test runner node_modules/.bin comes first on the PATH, and pnpm
+    // would run under the `node` package's wrapper: covered by its own case below.)
     const operatorPath = env.PATH!.split(':').filter((dir) => !dir.includes('node_modules'));
     start = spawn('pnpm', ['start'], {
       cwd: REPO_ROOT,
