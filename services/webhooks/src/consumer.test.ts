@@ -4,11 +4,14 @@
 import { create, toBinary } from '@bufbuild/protobuf';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import type { Caller } from '@mcs/kit/caller';
+import type { Db } from '@mcs/kit/db';
 import { createLogger } from '@mcs/kit/log';
 import { connectNats, ensureStream, type StreamNames, streamNames } from '@mcs/kit/nats';
 import { commerce, events } from '@mcs/proto';
 import { createTestNats, freshDatabase, type MigratedDatabase, type TestNats, until } from '@mcs/testkit';
+import { drizzle } from 'drizzle-orm/node-postgres';
 import type { NatsConnection } from 'nats';
+import type pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startConsumer } from './consumer.ts';
 import { migrateWebhooks } from './db/migrate.ts';
@@ -221,15 +224,17 @@ describe('consumer', () => {
   it('acks nothing when recording fails, so JetStream delivers the batch again', async () => {
     const { caller } = await account([{ events: ['*'] }]);
     const e = orderEvent(caller);
-    const broken = countingDb(db.pool);
-    // A database that refuses every statement, as during an outage.
+    // A database that refuses every statement, as during an outage: at the pool, the one way in
+    // for drizzle's queries and for named statements (kit/db executeNamed) alike.
     let refuse = true;
-    const failing = new Proxy(broken.db, {
-      get(target, prop, receiver) {
-        if (prop === 'execute' && refuse) return () => Promise.reject(new Error('database down (injected)'));
-        return Reflect.get(target, prop, receiver);
-      },
-    });
+    const down = () => Promise.reject(new Error('database down (injected)'));
+    const pool = Object.create(db.pool) as pg.Pool;
+    pool.query = ((...args: unknown[]) =>
+      refuse
+        ? down()
+        : (db.pool.query as (...a: unknown[]) => unknown).apply(db.pool, args)) as pg.Pool['query'];
+    pool.connect = (() => (refuse ? down() : db.pool.connect())) as pg.Pool['connect'];
+    const failing = drizzle(pool) as Db;
     const got: QueuedDelivery[] = [];
     open.push(
       await startConsumer({ nc, names, db: failing, log, leaseMs: 15_000, onQueued: (q) => got.push(...q) }),
