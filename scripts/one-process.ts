@@ -1,22 +1,21 @@
 // The whole stack in one Node process: `MCS_ONE_PROCESS=true pnpm start` (scripts/start.ts) runs
 // this instead of a process per part. Every part starts as it does in a process of its own and
 // still serves Connect, gRPC and gRPC-Web on its port, with its own database pool and NATS
-// connection. Two threads:
+// connection (its outbox relay, the webhooks consumer). Then the gateway, whose unary calls to the
+// four services go straight to their implementations (kit/in-process) instead of over HTTP: the
+// API's path (REST in, one statement, answer out) wakes one process, not two.
 //
-// - the main thread: accounts, commerce and messaging, then the gateway, whose calls to those
-//   three go straight to their implementations (kit/in-process) instead of over HTTP: the API's
-//   path (REST in, one statement, answer out) wakes one process, not two;
-// - a worker thread: the webhooks service (scripts/webhooks-thread.ts), whose fan-out, signing and
-//   deliveries would otherwise run between the API's requests on one event loop. The gateway
-//   reaches it at its port (its calls are the endpoint and event routes, off the write path).
+// One event loop for all of them. The webhooks service ran on a worker thread of its own for a
+// while; in `pnpm bench` on 2 cores that gave the same throughput and worse latency at half load
+// (ingest p50 6–14 ms against 4.5–7 ms on one loop, p99 4.7–10× bare against 3–3.9×): the thread's
+// deliveries competed with the API's requests for the two cores, where on one loop they fill the
+// gaps between requests.
 //
-// For a small machine (docs/operations.md, "One process"). Kubernetes and replicas keep a process per part
-// (deploy/): a crash or a deploy then takes down one part, not all. The thread stopping on its own
-// ends the process (exit 1), so its supervisor starts everything again.
-import { Worker } from 'node:worker_threads';
+// For a small machine (docs/operations.md, "One process"). Kubernetes and replicas keep a process
+// per part (deploy/): a crash or a deploy then takes down one part, not all.
 import { loadEnv as gatewayEnv } from '../gateway/src/env.ts';
 import { startGateway } from '../gateway/src/part.ts';
-import { createLogger, type Logger } from '../packages/kit/src/log.ts';
+import { createLogger } from '../packages/kit/src/log.ts';
 import { runProcess, type StartedPart } from '../packages/kit/src/server.ts';
 import { loadEnv as accountsEnv } from '../services/accounts/src/env.ts';
 import { startAccounts } from '../services/accounts/src/part.ts';
@@ -24,7 +23,8 @@ import { loadEnv as commerceEnv } from '../services/commerce/src/env.ts';
 import { startCommerce } from '../services/commerce/src/part.ts';
 import { loadEnv as messagingEnv } from '../services/messaging/src/env.ts';
 import { startMessaging } from '../services/messaging/src/part.ts';
-import type { FromThread } from './webhooks-thread.ts';
+import { loadEnv as webhooksEnv } from '../services/webhooks/src/env.ts';
+import { startWebhooks } from '../services/webhooks/src/part.ts';
 
 const env = gatewayEnv();
 const log = createLogger('one-process', env.LOG_LEVEL);
@@ -49,10 +49,10 @@ await runProcess(log, async () => {
     const accounts = await part('accounts', accountsEnv, startAccounts);
     const commerce = await part('commerce', commerceEnv, startCommerce);
     const messaging = await part('messaging', messagingEnv, startMessaging);
-    started.push(await startWebhooksThread(log));
+    const webhooks = await part('webhooks', webhooksEnv, startWebhooks);
     started.push(
       await startGateway(env, createLogger('gateway', env.LOG_LEVEL), {
-        local: { accounts, commerce, messaging },
+        local: { accounts, commerce, messaging, webhooks },
       }),
     );
   } catch (err) {
@@ -61,46 +61,3 @@ await runProcess(log, async () => {
   }
   return stop;
 });
-
-/** Starts the webhooks thread; resolves once it is up, with how to stop it. */
-function startWebhooksThread(log: Logger): Promise<{ stop(): Promise<void> }> {
-  const worker = new Worker(new URL('./webhooks-thread.ts', import.meta.url));
-  let up = false;
-  let stopping = false;
-  let stopped: (() => void) | undefined;
-  const stop = async () => {
-    stopping = true;
-    const done = new Promise<void>((resolve) => {
-      stopped = resolve;
-    });
-    worker.postMessage({ mcs: 'stop' });
-    await done;
-    await worker.terminate();
-  };
-  return new Promise((resolve, reject) => {
-    worker.on('message', (m: FromThread) => {
-      if (m.mcs === 'ready') {
-        up = true;
-        resolve({ stop });
-      } else if (m.mcs === 'stopped') stopped?.();
-      else if (m.mcs === 'failed') {
-        if (!up) reject(new Error(`the webhooks thread failed to start: ${m.message}`));
-        else if (stopping) {
-          log.error({ err: m.message }, 'the webhooks thread did not stop cleanly');
-          stopped?.();
-        }
-      }
-    });
-    worker.on('error', (err) => {
-      if (!up) return reject(err);
-      log.fatal({ err }, 'the webhooks thread crashed: exiting, to be started again');
-      process.exit(1);
-    });
-    worker.on('exit', (code) => {
-      if (!up) return reject(new Error(`the webhooks thread exited (${code}) before it was up`));
-      if (stopping) return;
-      log.fatal({ code }, 'the webhooks thread exited: exiting, to be started again');
-      process.exit(1);
-    });
-  });
-}

@@ -217,12 +217,16 @@ describe('every part in one process', () => {
     expect(delivery!.headers['webhook-signature']).toBe(`v1,${mac}`);
   });
 
-  it('none of those calls went over a connection to accounts, commerce or messaging', () => {
-    // They run on the gateway's thread and are called in process (kit/in-process); webhooks runs
-    // on a thread of its own (scripts/webhooks-thread.ts) and is reached at its port.
+  it('none of those calls went over a connection to a service', () => {
+    // The services run in the gateway's process and are called in process (kit/in-process).
     const pid = stack.pid('gateway')!;
     const mine = socketInodes(pid);
-    const inProcess = new Set([stack.ports.accounts, stack.ports.commerce, stack.ports.messaging]);
+    const inProcess = new Set([
+      stack.ports.accounts,
+      stack.ports.commerce,
+      stack.ports.messaging,
+      stack.ports.webhooks,
+    ]);
     const hops = tcpSockets().filter(
       (s) => s.state === ESTABLISHED && inProcess.has(s.remote) && mine.has(s.inode),
     );

@@ -487,7 +487,7 @@ describe('MCS_ONE_PROCESS=true pnpm start: every part in one supervised process,
     expect(created.status, JSON.stringify(created.json)).toBe(200);
     const read = await api('GET', `/v1/products/${created.json.id}`);
     expect(read).toMatchObject({ status: 200, json: { id: created.json.id, name: 'Tea' } });
-    // The webhooks service (a thread of its own in that process) answers through the gateway too.
+    // The webhooks service answers through the gateway too.
     expect((await api('GET', '/v1/webhooks?limit=1')).status).toBe(200);
     // The services still serve their own ports (Connect here) from the same process.
     const health = await fetch(`http://127.0.0.1:${base + 2}/grpc.health.v1.Health/Check`, {
