@@ -1,6 +1,5 @@
 // The gateway's hop to a service: Connect unary calls in binary, over HTTP/1.1 keep-alive
-// connections (node:http, the default) or over one HTTP/2 connection (node:http2), written on
-// Node's modules directly.
+// connections (undici's dispatcher, the default) or over one HTTP/2 connection (node:http2).
 //
 // connect-node's transport runs each call through its general machinery: interceptor chain,
 // universal request and response objects, async iterables for both bodies, a linked
@@ -16,14 +15,14 @@
 // closures on the bound function: that function gets a hidden class of its own, kept in the old
 // space, and whatever those closures reach (the stream, its listeners, the call's state, the
 // decoded answer) survives every young-generation collection until the next full one. Under
-// load each call promoted a few KB and the gateway ran a major GC every few seconds. A node:http
-// request on a pooled socket dies young, for the same CPU per call. The listeners of a finished
+// load each call promoted a few KB and the gateway ran a major GC every few seconds. A call on a
+// pooled HTTP/1.1 connection dies young, for less CPU per call. The listeners of a finished
 // HTTP/2 call are detached all the same, so a stream that lingers holds only itself.
 //
 // Failures of the connection itself (refused, reset, closed before an answer) are
 // `unavailable`: the service is down or restarting, and the gateway answers 503.
-import http from 'node:http';
 import http2 from 'node:http2';
+import { type Dispatcher, Pool } from 'undici';
 import {
   create,
   type DescMessage,
@@ -168,58 +167,66 @@ export function createUnaryTransport(
   return { unary, stream: streaming.stream.bind(streaming) } as Transport;
 }
 
-/** Calls on pooled HTTP/1.1 keep-alive connections (node:http). */
+/**
+ * Calls on pooled HTTP/1.1 keep-alive connections, through undici's dispatcher: the request goes
+ * out as one write and the answer comes back to the handler below, with no request, response or
+ * stream objects in between. Against a node:http agent this cut the client's CPU per call by a
+ * quarter and the service's by a sixth (test/bench/transport.ts, 64 concurrent calls: 0.109 →
+ * 0.082 ms and 0.117 → 0.098 ms). A POST is never retried by the pool; an idle connection is
+ * unref'd (the process may exit) and closed before the service's keep-alive timeout, which its
+ * answers announce.
+ */
 function http1Sender(origin: string): Send {
-  const url = new URL(origin);
-  // Idle sockets are unref'd by the agent (the process may exit) and closed before the service's
-  // keep-alive timeout, which its answers announce.
-  const agent = new http.Agent({ keepAlive: true, maxSockets: HTTP1_MAX_SOCKETS, scheduling: 'lifo' });
+  const pool = new Pool(origin, { connections: HTTP1_MAX_SOCKETS, pipelining: 1 });
   return (path, headers, body, sink) => {
     let ended = false;
-    const broken = (why: string, cause?: unknown) => {
+    let status = 0;
+    let head: RawHeaders = {};
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let controller: Dispatcher.DispatchController | undefined;
+    const broken = (err: ConnectError) => {
       if (ended) return;
       ended = true;
-      sink.broken(new ConnectError(why, Code.Unavailable, undefined, undefined, cause));
+      sink.broken(err);
     };
-    const req = http.request({
-      agent,
-      host: url.hostname,
-      port: url.port,
-      method: 'POST',
-      path,
-      headers: { ...headers, 'content-length': String(body.byteLength) },
-    });
-    req.on('response', (res: http.IncomingMessage) => {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      res.on('data', (chunk: Buffer) => {
+    const handler: Dispatcher.DispatchHandler = {
+      onRequestStart(c) {
+        controller = c;
+        // Cancelled before the request reached the pool's connection.
+        if (ended) c.abort(new Error('the call was cancelled'));
+      },
+      onResponseStart(_c, statusCode, h) {
+        status = statusCode;
+        head = h as RawHeaders;
+      },
+      onResponseData(c, chunk) {
         if (ended) return;
         size += chunk.length;
         if (size > READ_MAX_BYTES) {
-          ended = true;
-          req.destroy();
-          sink.broken(new ConnectError(`answer larger than ${READ_MAX_BYTES} bytes`, Code.ResourceExhausted));
+          c.abort(new Error('answer too large'));
+          broken(new ConnectError(`answer larger than ${READ_MAX_BYTES} bytes`, Code.ResourceExhausted));
         } else chunks.push(chunk);
-      });
-      res.on('end', () => {
+      },
+      onResponseEnd() {
         if (ended) return;
         ended = true;
-        sink.answered(
-          res.statusCode ?? 0,
-          res.headers,
-          chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks),
-        );
-      });
-      res.on('error', (err: Error) => broken(`${origin}: ${err.message}`, err));
-    });
-    // The connection failed or broke (refused, reset, closed): the service is unavailable.
-    req.on('error', (err: Error) => broken(`${origin}: ${err.message}`, err));
-    req.on('close', () => broken(`${origin} closed the call without an answer`));
-    req.end(body);
+        sink.answered(status, head, chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+      },
+      // The connection failed or broke (refused, reset, closed): the service is unavailable.
+      onResponseError(_c, err) {
+        broken(new ConnectError(`${origin}: ${err.message}`, Code.Unavailable, undefined, undefined, err));
+      },
+    };
+    try {
+      pool.dispatch({ path, method: 'POST', headers, body }, handler);
+    } catch (err) {
+      broken(new ConnectError(`${origin}: ${(err as Error).message}`, Code.Unavailable, undefined, undefined, err));
+    }
     return () => {
       ended = true;
-      // A call given up mid-way: its socket goes, and the service sees its client leave.
-      if (!req.destroyed) req.destroy();
+      // A call given up mid-way: its connection goes, and the service sees its client leave.
+      controller?.abort(new Error('the call was cancelled'));
     };
   };
 }
@@ -331,3 +338,4 @@ function http2Sender(origin: string): Send {
     };
   };
 }
+

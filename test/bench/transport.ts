@@ -161,7 +161,7 @@ const CANDIDATES: Candidate[] = [
   },
   {
     name: 'lean-h1',
-    label: "Connect, HTTP/1.1 keep-alive, the gateway's lean unary transport",
+    label: "Connect, HTTP/1.1 keep-alive (undici), the gateway's lean unary transport",
     server: 'kit',
     client: (port) => {
       const baseUrl = `http://127.0.0.1:${port}`;
