@@ -22,7 +22,6 @@
 // Failures of the connection itself (refused, reset, closed before an answer) are
 // `unavailable`: the service is down or restarting, and the gateway answers 503.
 import http2 from 'node:http2';
-import { type Dispatcher, Pool } from 'undici';
 import {
   create,
   type DescMessage,
@@ -33,6 +32,7 @@ import {
 } from '@bufbuild/protobuf';
 import { appendHeaders, Code, ConnectError, type Transport, type UnaryResponse } from '@connectrpc/connect';
 import { codeFromHttpStatus, errorFromJsonBytes } from '@connectrpc/connect/protocol-connect';
+import { type Dispatcher, Pool } from 'undici';
 
 /** Answers larger than this are refused (no answer of ours comes near it). */
 const READ_MAX_BYTES = 16 * 1024 * 1024;
@@ -221,7 +221,9 @@ function http1Sender(origin: string): Send {
     try {
       pool.dispatch({ path, method: 'POST', headers, body }, handler);
     } catch (err) {
-      broken(new ConnectError(`${origin}: ${(err as Error).message}`, Code.Unavailable, undefined, undefined, err));
+      broken(
+        new ConnectError(`${origin}: ${(err as Error).message}`, Code.Unavailable, undefined, undefined, err),
+      );
     }
     return () => {
       ended = true;
@@ -338,4 +340,3 @@ function http2Sender(origin: string): Send {
     };
   };
 }
-
