@@ -149,7 +149,8 @@ describe('pnpm start without NATS_URL', () => {
         }),
       {
         timeoutMs: 15_000,
-        detail: () => `received: ${receiver.received.map((r) => r.body.slice(0, 200)).join('\n')}\n${output.slice(-3_000)}`,
+        detail: () =>
+          `received: ${receiver.received.map((r) => r.body.slice(0, 200)).join('\n')}\n${output.slice(-3_000)}`,
       },
     );
 
