@@ -31,11 +31,20 @@ import {
   text,
   timestamp,
 } from 'drizzle-orm/pg-core';
+import type pg from 'pg';
 import { CALLER_HEADERS, type Caller, type IdempotencyClaim } from './caller.ts';
 import { bytea, type Db, rawSession, type Tx } from './db.ts';
 import { encodeAnswer } from './encoded.ts';
+import { type CreateResult, type GroupedStatement, groupCommit } from './group-commit.ts';
 import type { Logger } from './log.ts';
-import { eventWritten, type NewEvent, type OutboxTable, outboxEntry, transaction } from './outbox.ts';
+import {
+  eventWritten,
+  isTransaction,
+  type NewEvent,
+  type OutboxTable,
+  outboxEntry,
+  transaction,
+} from './outbox.ts';
 import { pooledRandomBytes } from './random.ts';
 
 /** An event a statement wrote to the outbox: what the relay publishes (subject from `type`, Nats-Msg-Id = `id`). */
@@ -310,8 +319,8 @@ export interface CreateSidecar<V> {
 interface InsertPlan {
   /** Per column: its JS key and driver mapping, in the order of the statement's parameters. */
   specs: Array<{ key: string; toDriver: (v: unknown) => unknown }>;
-  /** The statement's text and name, per shape: with or without a key, with or without an event. */
-  texts: Map<string, { name: string; text: string }>;
+  /** The statements, per shape: with or without a key, with or without an event. */
+  texts: Map<string, GroupedStatement>;
 }
 const plans = new WeakMap<PgTable, InsertPlan>();
 let statements = 0;
@@ -328,12 +337,22 @@ function qualified(table: PgTable): string {
   return q;
 }
 
+/** The key's parameters, first in both statements: account, mode, hash, fingerprint, sealed answer, now, expiry. */
+const KEY_TYPES = ['text', 'boolean', 'text', 'text', 'bytea', 'timestamptz', 'timestamptz'];
+/** The event's parameters, last: id, type, payload, resource version. */
+const EVENT_TYPES = ['text', 'text', 'bytea', 'integer'];
+
 /**
- * The text of insertOnce's statement for `table` (see there). Parameters: the key's six and its
- * expiry first (keyed), then the row's columns, then the event's id, type, payload and resource
- * version.
+ * The statements of insertOnce for `table` (see there), alone and for a group commit
+ * (kit/group-commit). Parameters: the key's seven (keyed), then the row's columns, then the
+ * event's four. The batch form takes each as an array of one element per create and answers
+ * one row per create, `i` its 1-based position.
  */
-function statementOf(table: PgTable, keys: IdempotencyTable | undefined, outbox: OutboxTable | undefined) {
+function statementOf(
+  table: PgTable,
+  keys: IdempotencyTable | undefined,
+  outbox: OutboxTable | undefined,
+): { specs: InsertPlan['specs']; st: GroupedStatement } {
   let plan = plans.get(table);
   if (!plan) {
     const cols = Object.entries(getTableColumns(table));
@@ -350,22 +369,34 @@ function statementOf(table: PgTable, keys: IdempotencyTable | undefined, outbox:
   let st = plan.texts.get(shape);
   if (!st) {
     const cols = Object.values(getTableColumns(table));
-    const first = keys ? 8 : 1;
-    const names = cols.map((c) => `"${c.name}"`).join(', ');
-    const vals = cols.map((c, i) => `$${first + i}::${c.getSQLType()}`).join(', ');
-    const ev = first + cols.length;
-    const eventCte = outbox
-      ? `, e as (insert into ${qualified(outbox)} (event_id, type, payload, resource_version) select $${ev}::text, $${ev + 1}::text, $${ev + 2}::bytea, $${ev + 3}::integer from o returning seq)`
-      : '';
-    // The event's outbox seq (kit/outbox OutboxRow.outboxSeq), for the relay to publish with it.
-    const seq = outbox ? ', (select seq::text from e) as seq' : '';
-    const t = qualified(table);
-    let text: string;
-    if (!keys) {
-      text = `with o as (insert into ${t} (${names}) values (${vals}) returning 1)${eventCte} select true as inserted${seq}`;
-    } else {
-      const k = qualified(keys);
-      text = `with k as (
+    const n = ++statements;
+    st = {
+      single: { name: `mcs_insert_once_${n}`, text: singleText(table, cols, keys, outbox) },
+      batch: { name: `mcs_insert_batch_${n}`, text: batchText(table, cols, keys, outbox) },
+    };
+    plan.texts.set(shape, st);
+  }
+  return { specs: plan.specs, st };
+}
+
+type Column = ReturnType<typeof getTableColumns>[string];
+
+function singleText(table: PgTable, cols: Column[], keys?: IdempotencyTable, outbox?: OutboxTable): string {
+  const first = keys ? KEY_TYPES.length + 1 : 1;
+  const names = cols.map((c) => `"${c.name}"`).join(', ');
+  const vals = cols.map((c, i) => `$${first + i}::${c.getSQLType()}`).join(', ');
+  const ev = first + cols.length;
+  const eventCte = outbox
+    ? `, e as (insert into ${qualified(outbox)} (event_id, type, payload, resource_version) select $${ev}::text, $${ev + 1}::text, $${ev + 2}::bytea, $${ev + 3}::integer from o returning seq)`
+    : '';
+  // The event's outbox seq (kit/outbox OutboxRow.outboxSeq), for the relay to publish with it.
+  const seq = outbox ? ', (select seq::text from e) as seq' : '';
+  const t = qualified(table);
+  if (!keys) {
+    return `with o as (insert into ${t} (${names}) values (${vals}) returning 1)${eventCte} select true as inserted${seq}`;
+  }
+  const k = qualified(keys);
+  return `with k as (
   insert into ${k} as k (account_id, livemode, key_hash, fingerprint, response, created_at)
   values ($1, $2, $3, $4, $5, $6)
   on conflict (account_id, livemode, key_hash) do update
@@ -376,11 +407,63 @@ function statementOf(table: PgTable, keys: IdempotencyTable | undefined, outbox:
 select exists (select 1 from o) as inserted, p.fingerprint, p.response${seq}
   from (select 1) one left join ${k} p
     on p.account_id = $1 and p.livemode = $2 and p.key_hash = $3 and p.created_at >= $7`;
-    }
-    st = { name: `mcs_insert_once_${++statements}`, text };
-    plan.texts.set(shape, st);
+}
+
+/**
+ * The single statement for N creates. `s` unnests the parameters (s.p1 … s.pN, s.i); the key
+ * CTE inserts in `i` order, which group-commit sorted by key; the row and its event are written
+ * for the creates whose key the statement took (all of them without keys).
+ */
+function batchText(table: PgTable, cols: Column[], keys?: IdempotencyTable, outbox?: OutboxTable): string {
+  const types = [
+    ...(keys ? KEY_TYPES : []),
+    ...cols.map((c) => c.getSQLType()),
+    ...(outbox ? EVENT_TYPES : []),
+  ];
+  const p = (i: number) => `s.p${i}`;
+  const arrays = types.map((t, i) => `$${i + 1}::${t}[]`).join(', ');
+  const src = `s as (select * from unnest(${arrays}) with ordinality as s(${types.map((_, i) => `p${i + 1}`).join(', ')}, i))`;
+  const first = keys ? KEY_TYPES.length + 1 : 1;
+  const names = cols.map((c) => `"${c.name}"`).join(', ');
+  const vals = cols.map((_, i) => p(first + i)).join(', ');
+  const ev = first + cols.length;
+  const t = qualified(table);
+  if (!keys) {
+    const eventCte = outbox
+      ? `, e as (insert into ${qualified(outbox)} (event_id, type, payload, resource_version)
+  select ${p(ev)}, ${p(ev + 1)}, ${p(ev + 2)}, ${p(ev + 3)} from s order by s.i returning event_id, seq)`
+      : '';
+    const answer = outbox
+      ? `select s.i::int as i, true as inserted, e.seq::text as seq from s left join e on e.event_id = ${p(ev)}`
+      : 'select s.i::int as i, true as inserted from s';
+    return `with ${src},
+o as (insert into ${t} (${names}) select ${vals} from s order by s.i)${eventCte}
+${answer}`;
   }
-  return { specs: plan.specs, ...st };
+  const k = qualified(keys);
+  const took = `k.account_id = ${p(1)} and k.livemode = ${p(2)} and k.key_hash = ${p(3)}`;
+  const eventCte = outbox
+    ? `, e as (insert into ${qualified(outbox)} (event_id, type, payload, resource_version)
+  select ${p(ev)}, ${p(ev + 1)}, ${p(ev + 2)}, ${p(ev + 3)} from s join k on ${took} order by s.i returning event_id, seq)`
+    : '';
+  return `with ${src},
+k as (
+  insert into ${k} as k (account_id, livemode, key_hash, fingerprint, response, created_at)
+  select ${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${p(6)} from s order by s.i
+  on conflict (account_id, livemode, key_hash) do update
+    set fingerprint = excluded.fingerprint, response = excluded.response, created_at = excluded.created_at
+    where k.created_at < excluded.created_at - interval '${IDEMPOTENCY_WINDOW_MS} milliseconds'
+  returning account_id, livemode, key_hash
+), o as (insert into ${t} (${names}) select ${vals} from s join k on ${took} order by s.i)${eventCte}
+select s.i::int as i, k.key_hash is not null as inserted, p.fingerprint, p.response${outbox ? ', e.seq::text as seq' : ''}
+  from s left join k on ${took}${
+    outbox
+      ? `
+  left join e on e.event_id = ${p(ev)}`
+      : ''
+  }
+  left join ${k} p on k.key_hash is null
+    and p.account_id = ${p(1)} and p.livemode = ${p(2)} and p.key_hash = ${p(3)} and p.created_at >= ${p(7)}`;
 }
 
 /**
@@ -409,7 +492,7 @@ export async function insertOnce<V extends Record<string, unknown>>(
   } = {},
 ): Promise<{ event: WrittenEvent | undefined }> {
   const k = opts.key && keyedOf(opts.key.caller);
-  const st = statementOf(table, k && opts.key?.keys.table, opts.event?.outbox);
+  const { specs, st } = statementOf(table, k && opts.key?.keys.table, opts.event?.outbox);
   const params: unknown[] = [];
   const now = opts.now ?? new Date();
   if (k && opts.key) {
@@ -417,7 +500,7 @@ export async function insertOnce<V extends Record<string, unknown>>(
     params.push(caller.accountId, caller.livemode, k.hash, k.claim.fingerprint);
     params.push(k.seal(opts.key.answer(values)), now, new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS));
   }
-  for (const spec of st.specs) params.push(spec.toDriver(values[spec.key]));
+  for (const spec of specs) params.push(spec.toDriver(values[spec.key]));
   const entry = opts.event ? outboxEntry(opts.event.of(values)) : undefined;
   if (entry) {
     const { payload } = entry.row;
@@ -429,14 +512,17 @@ export async function insertOnce<V extends Record<string, unknown>>(
     );
   }
   const session = rawSession(db);
-  session.logger.logQuery(st.text, params);
-  const { rows } = await session.client.query<{
-    inserted: boolean;
-    fingerprint?: string | null;
-    response?: Buffer | null;
-    seq?: string | null;
-  }>({ name: st.name, text: st.text, values: params });
-  const row = rows[0];
+  // In a transaction the statement runs on its connection; on the pool it joins the group commit.
+  if (isTransaction(db)) session.logger.logQuery(st.single.text, params);
+  const row = isTransaction(db)
+    ? (await session.client.query<CreateResult>({ ...st.single, values: params })).rows[0]
+    : await groupCommit(
+        session.client as pg.Pool,
+        st,
+        params,
+        k && `${opts.key!.caller.accountId}\u0000${opts.key!.caller.livemode}\u0000${k.hash}`,
+        session.logger,
+      );
   if (row?.inserted) {
     if (entry) {
       if (row.seq) entry.row.outboxSeq = row.seq;

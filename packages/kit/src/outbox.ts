@@ -179,7 +179,9 @@ const collecting = new AsyncLocalStorage<Collected>();
 const byTransaction = new WeakMap<object, OutboxRow[]>();
 
 /** drizzle's transactions (and savepoints) have rollback(); the pool-backed db does not. */
-const isTransaction = (db: Tx): boolean => typeof (db as { rollback?: unknown }).rollback === 'function';
+/** Whether `db` is a transaction (else the pool). */
+export const isTransaction = (db: Tx): boolean =>
+  typeof (db as { rollback?: unknown }).rollback === 'function';
 
 /**
  * Tells the relay that a statement on `db` wrote `row` to the outbox and succeeded; call it
