@@ -13,8 +13,7 @@
 //   says which (a taken key writes nothing for that create only).
 // - Two creates with the same idempotency key never share a statement (ON CONFLICT DO UPDATE
 //   cannot touch one row twice): the later one waits until the first one's statement is done,
-//   then finds the key taken and gets its answer in the same round trip. (Replicas race on the
-//   key's index as two single statements do.)
+//   then finds the key taken. (Replicas race on the key's index as two single statements do.)
 // - Keys are inserted in one global order (sorted), so two batches racing on shared keys wait
 //   for each other and never deadlock.
 // - A batch that PostgreSQL refused (one create broke a constraint) runs again as one statement
@@ -32,7 +31,10 @@ export interface NamedText {
 /** What a create's statement answers: one row per create. */
 export interface CreateResult {
   inserted: boolean;
-  /** The key's earlier answer, when the key was taken by a create committed before this statement. */
+  /**
+   * The key's earlier answer, when the key was taken by a create committed before this
+   * statement (the one-row statement reads it; a batch leaves it to answerOnce).
+   */
   fingerprint?: string | null;
   response?: Buffer | null;
   /** The outbox seq of the create's event. */

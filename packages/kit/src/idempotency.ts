@@ -412,7 +412,10 @@ select exists (select 1 from o) as inserted, p.fingerprint, p.response${seq}
 /**
  * The single statement for N creates. `s` unnests the parameters (s.p1 … s.pN, s.i); the key
  * CTE inserts in `i` order, which group-commit sorted by key; the row and its event are written
- * for the creates whose key the statement took (all of them without keys).
+ * for the creates whose key the statement took (all of them without keys). Unlike the one-row
+ * statement it does not read a taken key's earlier answer (answerOnce looks it up): joined to
+ * the unnested creates, the planner hashed the whole key table for it while the table was new,
+ * a scan of every key for every statement.
  */
 function batchText(table: PgTable, cols: Column[], keys?: IdempotencyTable, outbox?: OutboxTable): string {
   const types = [
@@ -455,15 +458,8 @@ k as (
     where k.created_at < excluded.created_at - interval '${IDEMPOTENCY_WINDOW_MS} milliseconds'
   returning account_id, livemode, key_hash
 ), o as (insert into ${t} (${names}) select ${vals} from s join k on ${took} order by s.i)${eventCte}
-select s.i::int as i, k.key_hash is not null as inserted, p.fingerprint, p.response${outbox ? ', e.seq::text as seq' : ''}
-  from s left join k on ${took}${
-    outbox
-      ? `
-  left join e on e.event_id = ${p(ev)}`
-      : ''
-  }
-  left join ${k} p on k.key_hash is null
-    and p.account_id = ${p(1)} and p.livemode = ${p(2)} and p.key_hash = ${p(3)} and p.created_at >= ${p(7)}`;
+select s.i::int as i, k.key_hash is not null as inserted${outbox ? ', e.seq::text as seq' : ''}
+  from s left join k on ${took}${outbox ? `\n  left join e on e.event_id = ${p(ev)}` : ''}`;
 }
 
 /**
