@@ -37,6 +37,23 @@ export const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222';
 
 const port = z.coerce.number().int().min(1).max(65535);
 
+/** Parses a duration like `250ms`, `30s`, `5m`, `2h` into milliseconds. */
+export function parseDuration(text: string): number {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$/.exec(text);
+  if (!m) throw new Error(`not a duration: "${text}" (use a number and one of ms, s, m, h)`);
+  const unit = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 }[m[2] as 'ms' | 's' | 'm' | 'h'];
+  return Math.round(Number(m[1]) * unit);
+}
+
+export const duration = z.string().transform((s, ctx) => {
+  try {
+    return parseDuration(s);
+  } catch (e) {
+    ctx.addIssue({ code: 'custom', message: (e as Error).message });
+    return z.NEVER;
+  }
+});
+
 export const baseEnvSchema = z.object({
   HOST: z.string().min(1).default('127.0.0.1'),
   PORT: port.default(8080),
@@ -48,6 +65,11 @@ export const baseEnvSchema = z.object({
     .regex(/^[a-z][a-z0-9_]*$/, 'lower-case letters, digits and _')
     .default('mcs'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /**
+   * Services that publish events: under load (500 events/s or more) how long the outbox relay
+   * holds events to publish them together (kit/outbox.ts); `0ms` publishes each at once.
+   */
+  EVENT_PUBLISH_LINGER: duration.default(10),
 });
 export type BaseEnv = z.infer<typeof baseEnvSchema>;
 
@@ -78,23 +100,6 @@ export function serviceUrl(name: ServiceName, env: NodeJS.ProcessEnv = process.e
 export function servicePort(name: ServiceName, env: NodeJS.ProcessEnv = process.env): number {
   return Number(new URL(serviceUrl(name, env)).port);
 }
-
-/** Parses a duration like `250ms`, `30s`, `5m`, `2h` into milliseconds. */
-export function parseDuration(text: string): number {
-  const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$/.exec(text);
-  if (!m) throw new Error(`not a duration: "${text}" (use a number and one of ms, s, m, h)`);
-  const unit = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 }[m[2] as 'ms' | 's' | 'm' | 'h'];
-  return Math.round(Number(m[1]) * unit);
-}
-
-export const duration = z.string().transform((s, ctx) => {
-  try {
-    return parseDuration(s);
-  } catch (e) {
-    ctx.addIssue({ code: 'custom', message: (e as Error).message });
-    return z.NEVER;
-  }
-});
 
 export const booleanFlag = z
   .enum(['true', 'false', '1', '0', ''])

@@ -447,4 +447,55 @@ describe('outbox relay', () => {
     await until('a second delete statement', async () => deletes().length === 2);
     expect((await streamStart()).state.messages).toBe(before + 40);
   });
+
+  describe('linger under load', () => {
+    /** The real publisher, noting when each event was handed to it. */
+    function timedPublisher() {
+      const real = createEventPublisher(nc);
+      const at = new Map<string, number>();
+      const js = {
+        publish: (subject: string, payload: Uint8Array, opts: { msgID: string }) => {
+          at.set(opts.msgID, performance.now());
+          return real.publish(subject, payload, opts as never);
+        },
+      };
+      return { js, at };
+    }
+    const rows = (count: number) => Array.from({ length: count }, () => outboxEntry(newEvent()).row);
+    const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+    it('below 500 events/s publishes each event at once, however long the linger', async () => {
+      const { js, at } = timedPublisher();
+      const r = relay({ js, lingerMs: 60_000 });
+      for (const [row] of Array.from({ length: 5 }, () => rows(1))) {
+        r.publish([row!]);
+        await until(`event ${row!.eventId} published`, async () => at.has(row!.eventId), {
+          timeoutMs: 2_000,
+        });
+        await pause(20);
+      }
+    });
+
+    it('from 500 events/s holds what follows a publish for lingerMs, then publishes it together', async () => {
+      const { js, at } = timedPublisher();
+      const r = relay({ js, lingerMs: 300 });
+      const before = (await streamStart()).state.messages;
+      const burst = rows(60); // 60 events in one turn: the rate of 600/s
+      r.publish(burst);
+      await until('the burst published', async () => burst.every((row) => at.has(row.eventId)));
+      const first = Math.min(...burst.map((row) => at.get(row.eventId)!));
+      const trickle = rows(5);
+      for (const row of trickle) {
+        r.publish([row]);
+        await pause(10);
+      }
+      await until('the trickle published', async () => trickle.every((row) => at.has(row.eventId)));
+      const times = trickle.map((row) => at.get(row.eventId)!);
+      // Held until 300 ms after the burst began to go out (timers never fire early; 2 ms for rounding)…
+      expect(Math.min(...times)).toBeGreaterThanOrEqual(first + 298);
+      // …and sent in the same turn.
+      expect(Math.max(...times) - Math.min(...times)).toBeLessThan(1);
+      await until('all 65 in the stream', async () => (await streamStart()).state.messages === before + 65);
+    });
+  });
 });

@@ -298,7 +298,21 @@ export interface RelayOptions {
   deleteWindowMs?: number;
   /** Fast-path publishes awaiting their JetStream ack at most; past it, rows wait for the poll. */
   maxInFlight?: number;
+  /**
+   * Under load (at least LINGER_ABOVE_PER_SEC events a second), how long the fast path holds
+   * events after a publish to send the next ones together (default 10 ms; 0: never). Below that
+   * rate every event goes out at once.
+   */
+  lingerMs?: number;
 }
+
+/**
+ * The event rate from which the relay lingers (RelayOptions.lingerMs): 500/s, where a 10 ms
+ * linger gathers 5 events or more per publish.
+ */
+export const LINGER_ABOVE_PER_SEC = 500;
+/** The window over which the relay counts its events to tell the rate. */
+const RATE_WINDOW_MS = 100;
 
 export interface Relay {
   /**
@@ -417,9 +431,43 @@ export function startRelay(opts: RelayOptions): Relay {
    * Rows to publish at the end of this turn of the event loop: every write that committed in
    * the same turn goes out in one socket write (nats.js flushes what was queued in one tick
    * together), instead of a write per event (15 % of commerce's CPU under load).
+   *
+   * Under load the relay lingers: from LINGER_ABOVE_PER_SEC events a second, a publish waits
+   * until `lingerMs` after the previous one, so the events of those milliseconds go out
+   * together. Everything downstream then works in batches too: JetStream hands them to the
+   * webhooks consumer together, which records them in one statement and acks them in one
+   * write. At 1,100 orders/s on 2 cores a 10 ms linger cut the webhooks process's CPU per
+   * order by 40 %, its PostgreSQL statements' by 60 % and nats-server's by 65 %, for at most
+   * 10 ms more between commit and delivery (docs/design.md "Targets"). Below that rate
+   * nothing waits.
    */
   let pendingPublish: OutboxRow[] = [];
   let publishScheduled = false;
+  const lingerMs = opts.lingerMs ?? 10;
+  let lastPublishAt = Number.NEGATIVE_INFINITY;
+  /** Events handed to publish() in the current and the previous RATE_WINDOW_MS. */
+  let windowStart = 0;
+  let windowCount = 0;
+  let previousCount = 0;
+
+  /** Counts `n` events and tells whether the rate calls for lingering. */
+  function underLoad(now: number, n: number): boolean {
+    if (now - windowStart >= RATE_WINDOW_MS) {
+      previousCount = now - windowStart < 2 * RATE_WINDOW_MS ? windowCount : 0;
+      windowStart = now;
+      windowCount = 0;
+    }
+    windowCount += n;
+    return Math.max(previousCount, windowCount) * (1000 / RATE_WINDOW_MS) >= LINGER_ABOVE_PER_SEC;
+  }
+
+  const flushPublish = () => {
+    publishScheduled = false;
+    lastPublishAt = performance.now();
+    const rows = pendingPublish;
+    pendingPublish = [];
+    publishNow(rows);
+  };
 
   function publish(rows: readonly OutboxRow[]): void {
     if (tracing.enabled) {
@@ -427,14 +475,13 @@ export function startRelay(opts: RelayOptions): Relay {
       for (const row of rows) writtenIn.set(row, ctx);
     }
     for (const row of rows) pendingPublish.push(row);
+    const now = performance.now();
+    const loaded = lingerMs > 0 && underLoad(now, rows.length);
     if (publishScheduled) return;
     publishScheduled = true;
-    setImmediate(() => {
-      publishScheduled = false;
-      const now = pendingPublish;
-      pendingPublish = [];
-      publishNow(now);
-    });
+    const wait = loaded ? lastPublishAt + lingerMs - now : 0;
+    if (wait > 0) setTimeout(flushPublish, wait);
+    else setImmediate(flushPublish);
   }
 
   function publishNow(rows: readonly OutboxRow[]): void {

@@ -25,6 +25,7 @@ export async function startMessaging(env: Env, log: Logger): Promise<StartedPart
     js: createEventPublisher(nc),
     names,
     log,
+    lingerMs: env.EVENT_PUBLISH_LINGER,
   });
   const keys = createKeyStore(database.db, idempotencyKeys);
   const server = await startConnectServer({
