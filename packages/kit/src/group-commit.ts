@@ -37,6 +37,8 @@ export interface CreateResult {
    */
   fingerprint?: string | null;
   response?: Buffer | null;
+  /** The earlier answer is sealed (kit/idempotency holdsSecret). */
+  sealed?: boolean | null;
   /** The outbox seq of the create's event. */
   seq?: string | null;
 }

@@ -1,11 +1,13 @@
 // Idempotency keys where the resource is written, against the real PostgreSQL of the machine:
 // one statement claims the key and writes row + event, a reused key writes nothing and replays
-// the sealed answer, another request with the key is refused, keys expire after 24 hours, and a
+// the stored answer (sealed when it holds a secret), another request with the key is refused, keys expire after 24 hours, and a
 // transactional write stores its answer with its effects or not at all.
 import { randomBytes } from 'node:crypto';
-import { create, toBinary } from '@bufbuild/protobuf';
+import { create, type DescMessage, fromBinary, toBinary } from '@bufbuild/protobuf';
 import { createHandlerContext } from '@connectrpc/connect';
-import { api, commerce, events } from '@mcs/proto';
+import * as generated from '@mcs/proto';
+import { accounts, api, commerce, events, messaging, webhooks } from '@mcs/proto';
+import { fieldFlags } from '@mcs/rest';
 import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import { pgSchema, text, timestamp } from 'drizzle-orm/pg-core';
@@ -18,6 +20,7 @@ import {
   answerBytes,
   answerOnce,
   createKeyStore,
+  holdsSecret,
   IDEMPOTENCY_WINDOW_MS,
   idempotencyTable,
   insertOnce,
@@ -64,7 +67,8 @@ beforeAll(async () => {
     create schema idem_test;
     create table idem_test.idempotency_keys (
       account_id text not null, livemode boolean not null, key_hash text not null,
-      fingerprint text not null, response bytea not null, created_at timestamptz not null,
+      fingerprint text not null, response bytea not null, sealed boolean not null default true,
+      created_at timestamptz not null,
       primary key (account_id, livemode, key_hash));
     create table idem_test.outbox (seq bigserial primary key, event_id text not null unique,
       type text not null, payload bytea not null, resource_version integer,
@@ -101,17 +105,29 @@ const eventOf = (t: Thing): NewEvent => ({
 const count = async (table: 'things' | 'outbox' | 'idempotency_keys') =>
   Number((await database.pool.query(`select count(*) from idem_test.${table}`)).rows[0].count);
 
-/** A handler context of OrderService/CreateOrder, as connect-node makes one. */
-function handlerContext() {
-  const method = commerce.OrderService.method.createOrder;
+/** A handler context of OrderService/CreateOrder (or another method), as connect-node makes one. */
+function handlerContext(
+  service: typeof commerce.OrderService | typeof webhooks.WebhookEndpointService = commerce.OrderService,
+  method: (typeof service.methods)[number] = commerce.OrderService.method.createOrder,
+) {
   return createHandlerContext({
-    service: commerce.OrderService,
+    service,
     method,
     protocolName: 'connect',
     requestMethod: 'POST',
-    url: '/mcs.commerce.v1.OrderService/CreateOrder',
+    url: `/${service.typeName}/${method.name}`,
   });
 }
+
+/** The stored row of a caller's key. */
+const storedRow = async (c: Caller) =>
+  (
+    await database.pool.query<{ response: Buffer; sealed: boolean }>(
+      `select response, sealed from idem_test.idempotency_keys
+        where account_id = $1 and livemode = $2 and key_hash = encode(sha256($3::bytea), 'hex')`,
+      [c.accountId, c.livemode, c.idempotency!.key],
+    )
+  ).rows[0];
 
 describe('insertOnce', () => {
   it('claims the key and writes row and event in one statement; a reused key writes nothing', async () => {
@@ -166,6 +182,27 @@ describe('insertOnce', () => {
     );
     expect(dump).not.toContain(key);
     expect(dump).not.toContain(t.id);
+  });
+
+  it('stores an answer without secrets as it is, and replays it from the pool', async () => {
+    const caller = keyed();
+    const t = thing('plain');
+    await insertOnce(database.db, things, t, { key: { keys, caller, answer: answerOf, sealed: false } });
+    const row = await storedRow(caller);
+    expect(row?.sealed).toBe(false);
+    expect(new Uint8Array(row!.response)).toEqual(answerOf(t));
+    const err = await insertOnce(database.db, things, thing('again'), {
+      key: { keys, caller, answer: answerOf, sealed: false },
+    }).catch((e: unknown) => e);
+    expect((err as KeyTaken).existing?.sealed).toBe(false);
+    const replayed = await answerOnce(
+      keys,
+      handlerContext(),
+      caller,
+      (): Promise<commerce.Order> => Promise.reject(err),
+      { lookupFirst: false },
+    );
+    expect(replayed.id).toBe(t.id);
   });
 
   it('lets exactly one of many concurrent requests with one key write', async () => {
@@ -376,6 +413,35 @@ describe('answerOnce', () => {
 });
 
 describe('writeKeyed', () => {
+  it('seals an answer that holds a secret, and stores others as they are', async () => {
+    const ep = handlerContext(
+      webhooks.WebhookEndpointService,
+      webhooks.WebhookEndpointService.method.createWebhookEndpoint,
+    );
+    const secret = `whsec_${randomBytes(8).toString('hex')}`;
+    const withSecret = keyed();
+    const made = () =>
+      writeKeyed(database.db, keys, ep, withSecret, async () =>
+        create(webhooks.WebhookEndpointSchema, { id: 'we_1', secret }),
+      );
+    expect((await made()).secret).toBe(secret);
+    const sealedRow = await storedRow(withSecret);
+    expect(sealedRow?.sealed).toBe(true);
+    expect(sealedRow!.response.toString('latin1')).not.toContain(secret);
+    expect((await made()).secret).toBe(secret); // the replay opens it
+
+    const plain = keyed();
+    const order = () =>
+      writeKeyed(database.db, keys, handlerContext(), plain, async () =>
+        create(commerce.OrderSchema, { id: 'ord_plain' }),
+      );
+    await order();
+    const plainRow = await storedRow(plain);
+    expect(plainRow?.sealed).toBe(false);
+    expect(fromBinary(commerce.OrderSchema, plainRow!.response).id).toBe('ord_plain');
+    expect((await order()).id).toBe('ord_plain');
+  });
+
   it('stores the answer with the effects, and runs the write once per key', async () => {
     const caller = keyed();
     let runs = 0;
@@ -472,5 +538,36 @@ describe('the janitor sweep', () => {
     );
     expect(left.rows[0]?.n).toBe(0);
     expect(await keys.lookup(fresh)).toBeDefined();
+  });
+});
+
+describe('holdsSecret', () => {
+  it('finds secret fields in the message and in the messages it holds', () => {
+    expect(holdsSecret(webhooks.WebhookEndpointSchema)).toBe(true);
+    expect(holdsSecret(webhooks.ListWebhookEndpointsResponseSchema)).toBe(true);
+    expect(holdsSecret(accounts.CreateAccountResponseSchema)).toBe(true);
+    expect(holdsSecret(accounts.CreateApiKeyResponseSchema)).toBe(true);
+    expect(holdsSecret(commerce.OrderSchema)).toBe(false);
+    expect(holdsSecret(commerce.ListOrdersResponseSchema)).toBe(false);
+    expect(holdsSecret(messaging.MessageSchema)).toBe(false);
+  });
+
+  it('is told of every field that names a secret or a secret key in the protos', () => {
+    const named: string[] = [];
+    const unmarked: string[] = [];
+    for (const ns of Object.values(generated)) {
+      for (const value of Object.values(ns as Record<string, unknown>)) {
+        const desc = value as DescMessage;
+        // (mcs.api.v1 holds the option itself: FieldRules.secret.)
+        if (desc?.kind !== 'message' || desc.typeName.startsWith('mcs.api.')) continue;
+        for (const field of desc.fields) {
+          if (!/(^|_)secret(_key)?$/.test(field.name)) continue;
+          named.push(`${desc.typeName}.${field.name}`);
+          if (!fieldFlags(field).secret) unmarked.push(`${desc.typeName}.${field.name}`);
+        }
+      }
+    }
+    expect(named.length).toBeGreaterThanOrEqual(4);
+    expect(unmarked).toEqual([]);
   });
 });

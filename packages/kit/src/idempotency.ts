@@ -13,13 +13,24 @@
 //                               both reach the same gateway)
 //   key older than 24 hours  → forgotten: the next request with it is a new operation
 //
-// The database holds only SHA-256 of the key. Answers are sealed (AES-256-GCM) with a key derived
-// from the client's key, which the database never holds: an answer can carry a secret (a webhook
-// endpoint's signing secret), and a database dump must not reveal it.
-import { createCipheriv, createDecipheriv, createHash, createSecretKey, type KeyObject } from 'node:crypto';
-import { fromBinary, type Message } from '@bufbuild/protobuf';
+// The database holds only SHA-256 of the key. An answer that holds a secret (a field marked
+// `(mcs.api.v1.field).secret`: a webhook endpoint's signing secret) is sealed (AES-256-GCM) with a
+// key derived from the client's key, which the database never holds, so a database dump does
+// not reveal it. Every other answer (an order, a message) is stored as it is: its content is in
+// the resource's own rows anyway, and sealing it cost a twentieth of the commerce service's CPU
+// per keyed order (a cipher, a key object and a second SHA-256 each).
+import {
+  createCipheriv,
+  createDecipheriv,
+  createHash,
+  createSecretKey,
+  hash,
+  type KeyObject,
+} from 'node:crypto';
+import { type DescMessage, fromBinary, type Message } from '@bufbuild/protobuf';
 import { ConnectError, type HandlerContext } from '@connectrpc/connect';
 import { apiError } from '@mcs/errors';
+import { fieldFlags } from '@mcs/rest';
 import { getTableColumns, sql } from 'drizzle-orm';
 import {
   boolean,
@@ -66,8 +77,10 @@ export function idempotencyTable(schema: PgSchema) {
       livemode: boolean('livemode').notNull(),
       keyHash: text('key_hash').notNull(),
       fingerprint: text('fingerprint').notNull(),
-      /** The RPC's response message (protobuf binary), sealed: iv (12) | tag (16) | ciphertext. */
+      /** The RPC's response message (protobuf binary); when `sealed`, iv (12) | tag (16) | ciphertext. */
       response: bytea('response').notNull(),
+      /** The answer holds a secret (see holdsSecret) and `response` is sealed. */
+      sealed: boolean('sealed').notNull().default(true),
       createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull(),
     },
     (t) => [
@@ -79,6 +92,42 @@ export function idempotencyTable(schema: PgSchema) {
 }
 export type IdempotencyTable = ReturnType<typeof idempotencyTable>;
 
+const secretCache = new WeakMap<DescMessage, boolean>();
+
+/**
+ * Whether a message of this type can hold a secret: a field marked `(mcs.api.v1.field).secret`,
+ * in it or in any message it can contain. Its idempotent answers are then stored sealed.
+ */
+export function holdsSecret(desc: DescMessage): boolean {
+  let known = secretCache.get(desc);
+  if (known === undefined) {
+    known = reachesSecret(desc, new Set());
+    secretCache.set(desc, known);
+  }
+  return known;
+}
+
+/**
+ * A search of every message type reachable from `desc`. Only the answer for the type it started
+ * from is kept: a type met again inside a cycle is skipped, so what the search says about it
+ * there may be incomplete.
+ */
+function reachesSecret(desc: DescMessage, seen: Set<DescMessage>): boolean {
+  if (seen.has(desc)) return false;
+  seen.add(desc);
+  for (const field of desc.fields) {
+    if (fieldFlags(field).secret) return true;
+    const inner =
+      field.fieldKind === 'message'
+        ? field.message
+        : field.fieldKind === 'list' || field.fieldKind === 'map'
+          ? field.message
+          : undefined;
+    if (inner !== undefined && reachesSecret(inner, seen)) return true;
+  }
+  return false;
+}
+
 /** A keyed write's claim with what is derived from the key, computed once per call. */
 class Keyed {
   readonly caller: Caller;
@@ -88,7 +137,7 @@ class Keyed {
   constructor(caller: Caller, claim: IdempotencyClaim) {
     this.caller = caller;
     this.claim = claim;
-    this.hash = createHash('sha256').update(claim.key, 'utf8').digest('hex');
+    this.hash = hash('sha256', claim.key, 'hex');
   }
   private key(): KeyObject {
     // One SHA-256 with domain separation: as strong as HKDF for this (the key is the only secret
@@ -127,10 +176,11 @@ function keyedOf(caller: Caller): Keyed | undefined {
   return k;
 }
 
-/** A stored answer: its request's fingerprint and the sealed response. */
+/** A stored answer: its request's fingerprint and the response, sealed or not. */
 export interface StoredAnswer {
   fingerprint: string;
   response: Uint8Array;
+  sealed: boolean;
 }
 
 /**
@@ -151,10 +201,10 @@ export interface KeyStore {
   lookup(caller: Caller, now?: Date): Promise<StoredAnswer | undefined>;
   /**
    * In the write's own transaction: stores `response` under the caller's key (a no-op without
-   * a key). Throws KeyTaken when another request committed the key first; the caller's
-   * transaction must then roll back.
+   * a key), sealed unless `sealed` is false. Throws KeyTaken when another request committed the
+   * key first; the caller's transaction must then roll back.
    */
-  record(tx: Tx, caller: Caller, response: Uint8Array, now?: Date): Promise<void>;
+  record(tx: Tx, caller: Caller, response: Uint8Array, now?: Date, sealed?: boolean): Promise<void>;
   /** Deletes keys older than 24 hours; returns how many. */
   sweep(now?: Date): Promise<number>;
 }
@@ -168,21 +218,23 @@ export function createKeyStore(db: Db, table: IdempotencyTable): KeyStore {
     async lookup(caller, now = new Date()) {
       const k = keyedOf(caller);
       if (!k) return undefined;
-      const { rows } = await db.execute<{ fingerprint: string; response: Buffer }>(sql`
-        select fingerprint, response from ${t}
+      const { rows } = await db.execute<{ fingerprint: string; response: Buffer; sealed: boolean }>(sql`
+        select fingerprint, response, sealed from ${t}
          where account_id = ${caller.accountId} and livemode = ${caller.livemode} and key_hash = ${k.hash}
            and created_at >= ${new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS)}`);
       const row = rows[0];
-      return row && { fingerprint: row.fingerprint, response: row.response };
+      return row && { fingerprint: row.fingerprint, response: row.response, sealed: row.sealed };
     },
-    async record(tx, caller, response, now = new Date()) {
+    async record(tx, caller, response, now = new Date(), sealed = true) {
       const k = keyedOf(caller);
       if (!k) return;
+      const stored = sealed ? k.seal(response) : response;
       const { rows } = await tx.execute(sql`
-        insert into ${t} as k (account_id, livemode, key_hash, fingerprint, response, created_at)
-        values (${caller.accountId}, ${caller.livemode}, ${k.hash}, ${k.claim.fingerprint}, ${k.seal(response)}, ${now})
+        insert into ${t} as k (account_id, livemode, key_hash, fingerprint, response, sealed, created_at)
+        values (${caller.accountId}, ${caller.livemode}, ${k.hash}, ${k.claim.fingerprint}, ${stored}, ${sealed}, ${now})
         on conflict (account_id, livemode, key_hash) do update
-          set fingerprint = excluded.fingerprint, response = excluded.response, created_at = excluded.created_at
+          set fingerprint = excluded.fingerprint, response = excluded.response, sealed = excluded.sealed,
+              created_at = excluded.created_at
           where k.created_at < ${new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS)}
         returning 1`);
       if (rows.length === 0) throw new KeyTaken();
@@ -238,7 +290,7 @@ export async function answerOnce<T extends Message>(
   const replay = (stored: StoredAnswer): T => {
     if (stored.fingerprint !== k.claim.fingerprint) throw apiError('idempotency_key_reused');
     ctx.responseHeader.set(CALLER_HEADERS.idempotentReplayed, 'true');
-    return fromBinary(ctx.method.output, k.open(stored.response)) as T;
+    return fromBinary(ctx.method.output, stored.sealed ? k.open(stored.response) : stored.response) as T;
   };
   if (opts.lookupFirst) {
     const stored = await keys.lookup(caller);
@@ -287,7 +339,7 @@ export function writeKeyed<T extends Message>(
   const once = () =>
     transaction(db, async (tx) => {
       const answer = await fn(tx);
-      await keys.record(tx, caller, answerBytes(ctx, answer));
+      await keys.record(tx, caller, answerBytes(ctx, answer), undefined, holdsSecret(ctx.method.output));
       return answer;
     });
   return answerOnce(
@@ -313,7 +365,8 @@ export function writeKeyed<T extends Message>(
  */
 export interface CreateSidecar<V> {
   event?: (row: V) => NewEvent;
-  key?: { keys: KeyStore; answer: (row: V) => Uint8Array };
+  /** `sealed`: the answer holds a secret (holdsSecret of the RPC's output); sealed when absent. */
+  key?: { keys: KeyStore; answer: (row: V) => Uint8Array; sealed?: boolean };
 }
 
 interface InsertPlan {
@@ -337,8 +390,8 @@ function qualified(table: PgTable): string {
   return q;
 }
 
-/** The key's parameters, first in both statements: account, mode, hash, fingerprint, sealed answer, now, expiry. */
-const KEY_TYPES = ['text', 'boolean', 'text', 'text', 'bytea', 'timestamptz', 'timestamptz'];
+/** The key's parameters, first in both statements: account, mode, hash, fingerprint, answer, now, expiry, sealed. */
+const KEY_TYPES = ['text', 'boolean', 'text', 'text', 'bytea', 'timestamptz', 'timestamptz', 'boolean'];
 /** The event's parameters, last: id, type, payload, resource version. */
 const EVENT_TYPES = ['text', 'text', 'bytea', 'integer'];
 
@@ -397,14 +450,15 @@ function singleText(table: PgTable, cols: Column[], keys?: IdempotencyTable, out
   }
   const k = qualified(keys);
   return `with k as (
-  insert into ${k} as k (account_id, livemode, key_hash, fingerprint, response, created_at)
-  values ($1, $2, $3, $4, $5, $6)
+  insert into ${k} as k (account_id, livemode, key_hash, fingerprint, response, sealed, created_at)
+  values ($1, $2, $3, $4, $5, $8, $6)
   on conflict (account_id, livemode, key_hash) do update
-    set fingerprint = excluded.fingerprint, response = excluded.response, created_at = excluded.created_at
+    set fingerprint = excluded.fingerprint, response = excluded.response, sealed = excluded.sealed,
+        created_at = excluded.created_at
     where k.created_at < $7
   returning 1
 ), o as (insert into ${t} (${names}) select ${vals} where exists (select 1 from k) returning 1)${eventCte}
-select exists (select 1 from o) as inserted, p.fingerprint, p.response${seq}
+select exists (select 1 from o) as inserted, p.fingerprint, p.response, p.sealed${seq}
   from (select 1) one left join ${k} p
     on p.account_id = $1 and p.livemode = $2 and p.key_hash = $3 and p.created_at >= $7`;
 }
@@ -451,10 +505,11 @@ ${answer}`;
     : '';
   return `with ${src},
 k as (
-  insert into ${k} as k (account_id, livemode, key_hash, fingerprint, response, created_at)
-  select ${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${p(6)} from s order by s.i
+  insert into ${k} as k (account_id, livemode, key_hash, fingerprint, response, sealed, created_at)
+  select ${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${p(8)}, ${p(6)} from s order by s.i
   on conflict (account_id, livemode, key_hash) do update
-    set fingerprint = excluded.fingerprint, response = excluded.response, created_at = excluded.created_at
+    set fingerprint = excluded.fingerprint, response = excluded.response, sealed = excluded.sealed,
+        created_at = excluded.created_at
     where k.created_at < excluded.created_at - interval '${IDEMPOTENCY_WINDOW_MS} milliseconds'
   returning account_id, livemode, key_hash
 ), o as (insert into ${t} (${names}) select ${vals} from s join k on ${took} order by s.i)${eventCte}
@@ -483,7 +538,7 @@ export async function insertOnce<V extends Record<string, unknown>>(
   values: V,
   opts: {
     event?: { outbox: OutboxTable; of: (values: V) => NewEvent };
-    key?: { keys: KeyStore; caller: Caller; answer: (values: V) => Uint8Array };
+    key?: { keys: KeyStore; caller: Caller; answer: (values: V) => Uint8Array; sealed?: boolean };
     now?: Date;
   } = {},
 ): Promise<{ event: WrittenEvent | undefined }> {
@@ -493,8 +548,15 @@ export async function insertOnce<V extends Record<string, unknown>>(
   const now = opts.now ?? new Date();
   if (k && opts.key) {
     const { caller } = opts.key;
+    const sealed = opts.key.sealed ?? true;
+    const answer = opts.key.answer(values);
     params.push(caller.accountId, caller.livemode, k.hash, k.claim.fingerprint);
-    params.push(k.seal(opts.key.answer(values)), now, new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS));
+    params.push(
+      sealed ? k.seal(answer) : answer,
+      now,
+      new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS),
+      sealed,
+    );
   }
   for (const spec of specs) params.push(spec.toDriver(values[spec.key]));
   const entry = opts.event ? outboxEntry(opts.event.of(values)) : undefined;
@@ -527,6 +589,8 @@ export async function insertOnce<V extends Record<string, unknown>>(
     return { event: entry && { id: entry.row.eventId, type: entry.row.type, payload: entry.row.payload } };
   }
   throw new KeyTaken(
-    row?.fingerprint && row.response ? { fingerprint: row.fingerprint, response: row.response } : undefined,
+    row?.fingerprint && row.response
+      ? { fingerprint: row.fingerprint, response: row.response, sealed: row.sealed ?? true }
+      : undefined,
   );
 }

@@ -26,6 +26,7 @@ export interface FieldFlags {
   required: boolean;
   internal: boolean;
   outputOnly: boolean;
+  secret: boolean;
 }
 
 const flagsCache = new WeakMap<DescField, FieldFlags>();
@@ -35,7 +36,12 @@ export function fieldFlags(field: DescField): FieldFlags {
   let flags = flagsCache.get(field);
   if (!flags) {
     const rules = hasOption(field, api.field) ? getOption(field, api.field) : undefined;
-    flags = { required: !!rules?.required, internal: !!rules?.internal, outputOnly: !!rules?.outputOnly };
+    flags = {
+      required: !!rules?.required,
+      internal: !!rules?.internal,
+      outputOnly: !!rules?.outputOnly,
+      secret: !!rules?.secret,
+    };
     flagsCache.set(field, flags);
   }
   return flags;

@@ -5,7 +5,7 @@ import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { HandlerContext } from '@connectrpc/connect';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
-import { answerBytes, answerOnce, type CreateSidecar, writeKeyed } from '@mcs/kit/idempotency';
+import { answerBytes, answerOnce, type CreateSidecar, holdsSecret, writeKeyed } from '@mcs/kit/idempotency';
 import { appendEvent, type NewEvent } from '@mcs/kit/outbox';
 import { commerce, type events } from '@mcs/proto';
 import { outbox } from '../db/schema.ts';
@@ -166,7 +166,11 @@ export async function createOnce<R, T extends Message>(
         };
         const row = await run({
           event,
-          key: caller.idempotency && { keys: deps.keys, answer: (r) => answerBytes(ctx, protoOf(r)) },
+          key: caller.idempotency && {
+            keys: deps.keys,
+            answer: (r) => answerBytes(ctx, protoOf(r)),
+            sealed: holdsSecret(ctx.method.output),
+          },
         });
         return protoOf(row);
       },

@@ -93,6 +93,15 @@ export declare type FieldRules = Message<"mcs.api.v1.FieldRules"> & {
    * @generated from field: bool output_only = 3;
    */
   outputOnly: boolean;
+
+  /**
+   * A credential shown once (a signing secret, an API key). An idempotent answer that holds one
+   * is stored sealed with a key derived from the client's Idempotency-Key (kit/idempotency), so
+   * a database dump does not reveal it; other answers are stored as they are.
+   *
+   * @generated from field: bool secret = 4;
+   */
+  secret: boolean;
 };
 
 /**

@@ -1,0 +1,1 @@
+ALTER TABLE "commerce"."idempotency_keys" ADD COLUMN "sealed" boolean DEFAULT true NOT NULL;

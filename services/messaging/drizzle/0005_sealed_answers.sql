@@ -1,0 +1,1 @@
+ALTER TABLE "messaging"."idempotency_keys" ADD COLUMN "sealed" boolean DEFAULT true NOT NULL;
