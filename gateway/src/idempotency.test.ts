@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { createInFlight, createRecentAnswers, fingerprint } from './idempotency.ts';
 
@@ -8,6 +9,14 @@ describe('fingerprint', () => {
     expect(fingerprint('POST', '/v1/orders', { a: 2, b: [1, { c: 2, d: 3 }] })).not.toBe(a);
     expect(fingerprint('POST', '/v1/products', { a: 1, b: [1, { c: 2, d: 3 }] })).not.toBe(a);
     expect(fingerprint('PATCH', '/v1/orders', { a: 1, b: [1, { c: 2, d: 3 }] })).not.toBe(a);
+  });
+
+  it('is SHA-256 of method, path and the canonical body, as stored keys were fingerprinted', () => {
+    const body = { z: null, a: [1, 'x', { y: true, b: { d: [], c: {} } }], m: 'é"\\' };
+    const canonical = '{"a":[1,"x",{"b":{"c":{},"d":[]},"y":true}],"m":"é\\"\\\\","z":null}';
+    expect(JSON.parse(canonical)).toEqual(body);
+    const expected = createHash('sha256').update(`POST\n/v1/orders\n${canonical}`).digest('hex');
+    expect(fingerprint('POST', '/v1/orders', body)).toBe(expected);
   });
 });
 

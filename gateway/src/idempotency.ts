@@ -11,24 +11,33 @@
 // - the answers this gateway gave lately: a replay that reaches the gateway that answered first
 //   is answered from memory, without the hop to the service. A copy of the service's answer,
 //   which never changes once committed; kept far shorter than the key's 24 hours.
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 
-/** Canonical JSON: object keys sorted, so formatting and key order do not change the fingerprint. */
+/**
+ * Canonical JSON: object keys sorted, so formatting and key order do not change the fingerprint.
+ * (Built as one string; the output is what it has always been, since stored fingerprints must
+ * keep matching.)
+ */
 function canonical(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (Array.isArray(value)) {
+    let out = '[';
+    for (let i = 0; i < value.length; i++) out += (i > 0 ? ',' : '') + canonical(value[i]);
+    return `${out}]`;
+  }
   if (value !== null && typeof value === 'object') {
-    const entries = Object.keys(value as object)
-      .sort()
-      .map((k) => `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k])}`);
-    return `{${entries.join(',')}}`;
+    const keys = Object.keys(value as object).sort();
+    let out = '{';
+    for (let i = 0; i < keys.length; i++) {
+      const k = keys[i]!;
+      out += `${i > 0 ? ',' : ''}${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k])}`;
+    }
+    return `${out}}`;
   }
   return JSON.stringify(value) ?? 'null';
 }
 
 export function fingerprint(method: string, path: string, body: unknown): string {
-  return createHash('sha256')
-    .update(`${method}\n${path}\n${canonical(body)}`)
-    .digest('hex');
+  return hash('sha256', `${method}\n${path}\n${canonical(body)}`, 'hex');
 }
 
 /** The keys this gateway is answering right now, per account and mode. */
