@@ -28,6 +28,7 @@ import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { REPO_ROOT } from '@mcs/testkit';
+import { calibrate } from './calibrate.ts';
 import { deliveryLatency } from './delivery-latency.ts';
 import { deliveryThroughput } from './delivery-throughput.ts';
 import { idempotencyCost, ingest } from './ingest.ts';
@@ -314,6 +315,7 @@ async function main(): Promise<number> {
       Promise.all(all.map(runCleanups)).finally(() => process.exit(130));
     });
   }
+  const speedAtStart = calibrate();
   const outcomes: Outcome[] = [];
   const queue = [...selected];
   while (queue.length > 0 && !interrupted) {
@@ -338,6 +340,7 @@ async function main(): Promise<number> {
     if (second) outcomes.push(await second);
   }
 
+  const speedAtEnd = calibrate();
   const rows = summaryRows(outcomes);
   const summary = summaryTable(rows);
   const finishedAt = new Date();
@@ -351,10 +354,13 @@ async function main(): Promise<number> {
     node: process.version,
     postgres: await postgresVersion(),
     loadAverageAtEnd: os.loadavg().map((v) => Math.round(v * 100) / 100),
+    /** test/bench/calibrate.ts: ms of a fixed CPU workload before and after the run (lower is faster). */
+    calibrationMs: { start: speedAtStart, end: speedAtEnd },
   };
   const machineLine =
     `${machine.cpus} × ${machine.cpuModel}, ${machine.memoryGiB} GiB, ${machine.os}, Node ${machine.node}, ` +
-    `PostgreSQL ${machine.postgres ?? '?'}`;
+    `PostgreSQL ${machine.postgres ?? '?'}; speed: calibration loop ${speedAtStart} ms at the start, ` +
+    `${speedAtEnd} ms at the end (lower is faster)`;
   const modeLine = ONE_PROCESS
     ? 'stack: every part in one process (MCS_ONE_PROCESS=true)'
     : 'stack: a process per part (the default of pnpm start)';
