@@ -20,6 +20,8 @@ export interface StreamNames {
   stream: string;
   /** Subject of one event type, e.g. `mcs.events.order.created`. */
   subject(type: string): string;
+  /** Subject of a batch of events in one message (events.proto EventBatch): `mcs.events.batch`. */
+  batch: string;
   /** Wildcard over every event subject. */
   all: string;
   /** Durable consumer name of a service. */
@@ -30,6 +32,7 @@ export function streamNames(prefix: string): StreamNames {
   return {
     stream: `${prefix}_events`.toUpperCase(),
     subject: (type) => `${prefix}.events.${type}`,
+    batch: `${prefix}.events.batch`,
     all: `${prefix}.events.>`,
     durable: (service) => `${prefix}_${service}`,
   };
@@ -81,7 +84,8 @@ export function eventConsumerConfig(names: StreamNames): Partial<ConsumerConfig>
  * - A delete that failed after an acked publish (PostgreSQL gone) is retried by the same
  *   process's poll without publishing again, however long the outage (outbox.ts).
  * - A republish later than the window (a replica's poll after a long PostgreSQL outage, a
- *   restart that took longer than 15 s, an ack lost with a NATS outage) is stored a second time,
+ *   restart that took longer than 15 s, an ack lost with a NATS outage), and the poll's republish
+ *   of an event that went out in a batch (EventBatch messages carry no id), is stored a second time,
  *   and the webhooks consumer drops that copy: it records events by id in PostgreSQL
  *   (`insert … on conflict do nothing` into webhooks.events) and makes deliveries only for the
  *   events it inserted, so no delivery repeats.
@@ -154,7 +158,8 @@ export interface EventPublisher {
   publish(
     subject: string,
     payload: Uint8Array,
-    opts: { msgID: string; timeout?: number; headers?: MsgHdrs },
+    /** msgID: the Nats-Msg-Id JetStream drops a repeat of (within DUPLICATE_WINDOW_NS). */
+    opts: { msgID?: string; timeout?: number; headers?: MsgHdrs },
   ): Promise<unknown>;
 }
 
@@ -219,10 +224,13 @@ export function createEventPublisher(nc: NatsConnection): EventPublisher & { clo
     publish(subject, payload, opts) {
       return new Promise((resolve, reject) => {
         const token = (next++).toString(36);
-        const h = opts.headers ?? natsHeaders();
-        h.set('Nats-Msg-Id', opts.msgID);
+        let h = opts.headers;
+        if (opts.msgID !== undefined) {
+          h ??= natsHeaders();
+          h.set('Nats-Msg-Id', opts.msgID);
+        }
         try {
-          nc.publish(subject, payload, { reply: prefix + token, headers: h });
+          nc.publish(subject, payload, h ? { reply: prefix + token, headers: h } : { reply: prefix + token });
         } catch (err) {
           reject(err as Error);
           return;

@@ -1,6 +1,7 @@
 // The transactional outbox (docs/design.md "Events and their guarantees"): a write and its event
-// commit in one transaction; the relay publishes committed events to JetStream with the event id
-// as Nats-Msg-Id (JetStream drops duplicates), then deletes their rows.
+// commit in one transaction; the relay publishes committed events to JetStream (alone with the
+// event id as Nats-Msg-Id, so JetStream drops duplicates, or several in one EventBatch message),
+// then deletes their rows.
 //
 // Two ways out of the outbox:
 // - The fast path. A write run under `relay.publishAfter` collects the events its statements
@@ -37,6 +38,7 @@ import {
   context,
   endSpan,
   injectHeaders,
+  type Span,
   SpanKind,
   trace,
   tracer,
@@ -311,6 +313,11 @@ export interface RelayOptions {
  * linger gathers 5 events or more per publish.
  */
 export const LINGER_ABOVE_PER_SEC = 500;
+/** Events in one batch message at most (Relay publishNow), and its bytes: far below NATS's 1 MiB max_payload. */
+const BATCH_MAX_EVENTS = 256;
+const BATCH_MAX_BYTES = 256 * 1024;
+/** Bytes a batch adds per event around its payload (tags, lengths, seq, version), rounded up. */
+const BATCH_ITEM_OVERHEAD = 32;
 /** The window over which the relay counts its events to tell the rate. */
 const RATE_WINDOW_MS = 100;
 
@@ -434,9 +441,9 @@ export function startRelay(opts: RelayOptions): Relay {
    *
    * Under load the relay lingers: from LINGER_ABOVE_PER_SEC events a second, a publish waits
    * until `lingerMs` after the previous one, so the events of those milliseconds go out
-   * together. Everything downstream then works in batches too: JetStream hands them to the
-   * webhooks consumer together, which records them in one statement and acks them in one
-   * write. At 1,100 orders/s on 2 cores a 10 ms linger cut the webhooks process's CPU per
+   * together, in one EventBatch message. Everything downstream then works in batches too:
+   * JetStream stores and hands over one message, which the webhooks consumer records in one
+   * statement and acks once. At 1,100 orders/s on 2 cores a 10 ms linger cut the webhooks process's CPU per
    * order by 40 %, its PostgreSQL statements' by 60 % and nats-server's by 65 %, for at most
    * 10 ms more between commit and delivery (docs/design.md "Targets"). Below that rate
    * nothing waits.
@@ -484,64 +491,115 @@ export function startRelay(opts: RelayOptions): Relay {
     else setImmediate(flushPublish);
   }
 
+  /**
+   * Publishes rows that committed. Several go out as ONE message (events.proto EventBatch, on
+   * `names.batch`): JetStream stores, delivers and acks one message for them, and the webhooks
+   * consumer acks it once. A single row, and every row with tracing on (its span's context
+   * travels in its own headers), goes alone on its type's subject with its event id as
+   * Nats-Msg-Id. A batch has no Nats-Msg-Id: a batch is published once, and should its rows be
+   * published again (the poll, after a publish that timed out) the consumer records an event id
+   * once (kit/nats DUPLICATE_WINDOW_NS).
+   */
   function publishNow(rows: readonly OutboxRow[]): void {
-    for (const row of rows) {
-      // Stopped, or too many awaiting acks (JetStream unreachable): the row waits for the poll.
-      if (stopped || inFlight.size >= maxInFlight) continue;
-      const subject = names.subject(row.type);
-      // Traced: a producer span, child of the write's, whose context travels in the message's
-      // headers to the consumer (webhooks).
-      const parent = tracing.enabled ? writtenIn.get(row) : undefined;
-      const span = parent
-        ? tracer().startSpan(
-            `publish ${subject}`,
-            {
-              kind: SpanKind.PRODUCER,
-              attributes: {
-                'messaging.system': 'nats',
-                'messaging.destination.name': subject,
-                'mcs.event_id': row.eventId,
-              },
-            },
-            parent,
-          )
-        : undefined;
-      let h: ReturnType<typeof natsHeaders> | undefined;
-      if (row.outboxSeq !== undefined) {
-        h = natsHeaders();
-        h.set(OUTBOX_SEQ_HEADER, row.outboxSeq);
-      }
-      if (row.resourceVersion !== undefined) {
-        h ??= natsHeaders();
-        h.set(RESOURCE_VERSION_HEADER, String(row.resourceVersion));
-      }
-      if (span && parent) {
-        const carrier: Record<string, string> = {};
-        injectHeaders(carrier, trace.setSpan(parent, span));
-        h ??= natsHeaders();
-        for (const [k, v] of Object.entries(carrier)) h.set(k, v);
-      }
-      const p = js
-        .publish(
-          subject,
-          row.payload,
-          h ? { msgID: row.eventId, timeout: 5_000, headers: h } : { msgID: row.eventId, timeout: 5_000 },
-        )
-        .then(
-          () => {
-            fastFailures = 0;
-            if (span) endSpan(span);
-            published(row.eventId);
-          },
-          (err: Error) => {
-            if (span) endSpan(span, err);
-            if (fastFailures++ === 0)
-              log.warn({ err: err.message }, 'outbox relay: publish failed, the poll will retry');
-          },
-        )
-        .finally(() => inFlight.delete(p));
-      inFlight.add(p);
+    if (rows.length === 1 || tracing.enabled) {
+      for (const row of rows) publishOne(row);
+      return;
     }
+    let start = 0;
+    let bytes = 0;
+    for (let i = 0; i < rows.length; i++) {
+      const size = rows[i]!.payload.length + BATCH_ITEM_OVERHEAD;
+      if (i > start && (i - start >= BATCH_MAX_EVENTS || bytes + size > BATCH_MAX_BYTES)) {
+        publishBatch(rows.slice(start, i));
+        start = i;
+        bytes = 0;
+      }
+      bytes += size;
+    }
+    publishBatch(start === 0 ? rows : rows.slice(start));
+  }
+
+  /** Tracks a fast-path publish of `rows`: on JetStream's ack they are deleted; on failure the poll takes them. */
+  function track(publishing: Promise<unknown>, rows: readonly OutboxRow[], span?: Span): void {
+    const p = publishing
+      .then(
+        () => {
+          fastFailures = 0;
+          if (span) endSpan(span);
+          for (const row of rows) published(row.eventId);
+        },
+        (err: Error) => {
+          if (span) endSpan(span, err);
+          if (fastFailures++ === 0)
+            log.warn({ err: err.message }, 'outbox relay: publish failed, the poll will retry');
+        },
+      )
+      .finally(() => inFlight.delete(p));
+    inFlight.add(p);
+  }
+
+  function publishBatch(rows: readonly OutboxRow[]): void {
+    if (rows.length === 1) {
+      publishOne(rows[0]!);
+      return;
+    }
+    // Stopped, or too many awaiting acks (JetStream unreachable): the rows wait for the poll.
+    if (stopped || inFlight.size >= maxInFlight) return;
+    const batch = create(events.EventBatchSchema, {
+      events: rows.map((row) => ({
+        event: row.payload,
+        outboxSeq: row.outboxSeq === undefined ? 0n : BigInt(row.outboxSeq),
+        resourceVersion: row.resourceVersion ?? 0,
+      })),
+    });
+    track(js.publish(names.batch, toBinary(events.EventBatchSchema, batch), { timeout: 5_000 }), rows);
+  }
+
+  function publishOne(row: OutboxRow): void {
+    // Stopped, or too many awaiting acks (JetStream unreachable): the row waits for the poll.
+    if (stopped || inFlight.size >= maxInFlight) return;
+    const subject = names.subject(row.type);
+    // Traced: a producer span, child of the write's, whose context travels in the message's
+    // headers to the consumer (webhooks).
+    const parent = tracing.enabled ? writtenIn.get(row) : undefined;
+    const span = parent
+      ? tracer().startSpan(
+          `publish ${subject}`,
+          {
+            kind: SpanKind.PRODUCER,
+            attributes: {
+              'messaging.system': 'nats',
+              'messaging.destination.name': subject,
+              'mcs.event_id': row.eventId,
+            },
+          },
+          parent,
+        )
+      : undefined;
+    let h: ReturnType<typeof natsHeaders> | undefined;
+    if (row.outboxSeq !== undefined) {
+      h = natsHeaders();
+      h.set(OUTBOX_SEQ_HEADER, row.outboxSeq);
+    }
+    if (row.resourceVersion !== undefined) {
+      h ??= natsHeaders();
+      h.set(RESOURCE_VERSION_HEADER, String(row.resourceVersion));
+    }
+    if (span && parent) {
+      const carrier: Record<string, string> = {};
+      injectHeaders(carrier, trace.setSpan(parent, span));
+      h ??= natsHeaders();
+      for (const [k, v] of Object.entries(carrier)) h.set(k, v);
+    }
+    track(
+      js.publish(
+        subject,
+        row.payload,
+        h ? { msgID: row.eventId, timeout: 5_000, headers: h } : { msgID: row.eventId, timeout: 5_000 },
+      ),
+      [row],
+      span,
+    );
   }
 
   async function publishAfter<T>(write: () => Promise<T>): Promise<T> {

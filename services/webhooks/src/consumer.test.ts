@@ -1,6 +1,7 @@
 // The consumer and fan-out against the real PostgreSQL and NATS JetStream: the messages ready
 // together are recorded by one statement and acked after it; a redelivered event (another
-// stream message with the same event id) records nothing twice; a failed batch is acked never.
+// stream message with the same event id) records nothing twice; a failed batch is acked never; a
+// message holding several events (EventBatch) is recorded whole and acked once.
 import { create, toBinary } from '@bufbuild/protobuf';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import type { Caller } from '@mcs/kit/caller';
@@ -219,6 +220,54 @@ describe('consumer', () => {
         sent.map((e) => e.event.id),
       ]),
     ).toBe(20);
+  });
+
+  it('records every event of a batch message (EventBatch) with its seq and version, and acks it once; terminates one it cannot read', async () => {
+    const { caller, endpointIds } = await account([{ events: ['*'] }]);
+    const js = nc.jetstream();
+    const sent = Array.from({ length: 6 }, () => orderEvent(caller));
+    const batch = create(events.EventBatchSchema, {
+      events: sent.map((e, i) => ({
+        event: e.payload,
+        outboxSeq: BigInt(100 + i),
+        resourceVersion: i === 0 ? 0 : 1,
+      })),
+    });
+    await js.publish(names.batch, toBinary(events.EventBatchSchema, batch));
+    // A batch whose second event is not an Event: the whole message is terminated, none of it recorded.
+    const bad = orderEvent(caller);
+    await js.publish(
+      names.batch,
+      toBinary(
+        events.EventBatchSchema,
+        create(events.EventBatchSchema, {
+          events: [{ event: bad.payload }, { event: new Uint8Array([0xff, 0xff]) }],
+        }),
+      ),
+    );
+    const got: QueuedDelivery[] = [];
+    open.push(
+      await startConsumer({ nc, names, db: db.db, log, leaseMs: 15_000, onQueued: (q) => got.push(...q) }),
+    );
+    await until('6 enqueued deliveries', async () => got.length >= 6);
+    const jsm = await nc.jetstreamManager();
+    await until('an empty stream', async () => (await jsm.streams.info(names.stream)).state.messages === 0);
+    const info = await jsm.consumers.info(names.stream, names.durable('webhooks'));
+    expect(info.num_ack_pending).toBe(0);
+    expect(info.num_redelivered).toBe(0);
+    expect(got.every((q) => q.endpointId === endpointIds[0])).toBe(true);
+    const { rows } = await db.pool.query<{
+      id: string;
+      outbox_seq: string | null;
+      resource_version: number | null;
+    }>(
+      'select id, outbox_seq::text, resource_version from webhooks.events where id = any($1) order by outbox_seq',
+      [[...sent.map((e) => e.event.id), bad.event.id]],
+    );
+    expect(rows.map((r) => r.id)).toEqual(sent.map((e) => e.event.id));
+    expect(rows.map((r) => r.outbox_seq)).toEqual(['100', '101', '102', '103', '104', '105']);
+    // A version travels with a seq and a resource; 0 means none.
+    expect(rows.map((r) => r.resource_version)).toEqual([null, 1, 1, 1, 1, 1]);
   });
 
   it('acks nothing when recording fails, so JetStream delivers the batch again', async () => {

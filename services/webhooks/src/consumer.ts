@@ -1,5 +1,6 @@
 // The durable JetStream consumer: the messages ready at a moment are recorded together (their
-// events and deliveries in one statement, domain/fanout.ts), then acked. A failure naks them so
+// events and deliveries in one statement, domain/fanout.ts), then acked. A message holds one
+// event, or several (an EventBatch from an outbox relay's fast path). A failure naks them so
 // JetStream redelivers them later; nothing is acked before commit.
 import { fromBinary } from '@bufbuild/protobuf';
 import type { Db } from '@mcs/kit/db';
@@ -40,11 +41,10 @@ const natsHeadersGetter: TextMapGetter<MsgHdrs> = {
 };
 
 /** A consumer span per traced message (its publisher's context in the headers), by event id. */
-function startSpans(messages: JsMsg[], incoming: IncomingEvent[]): Map<string, { span: Span; ctx: Context }> {
+function startSpans(traced: Array<[JsMsg, IncomingEvent]>): Map<string, { span: Span; ctx: Context }> {
   const spans = new Map<string, { span: Span; ctx: Context }>();
-  messages.forEach((m, i) => {
-    if (!m.headers?.get('traceparent')) return;
-    const eventId = incoming[i]!.event.id;
+  for (const [m, { event }] of traced) {
+    if (!m.headers?.get('traceparent')) continue;
     const parent = extractContext(m.headers, natsHeadersGetter);
     const span = tracer().startSpan(
       `process ${m.subject}`,
@@ -53,26 +53,56 @@ function startSpans(messages: JsMsg[], incoming: IncomingEvent[]): Map<string, {
         attributes: {
           'messaging.system': 'nats',
           'messaging.destination.name': m.subject,
-          'mcs.event_id': eventId,
+          'mcs.event_id': event.id,
         },
       },
       parent,
     );
-    spans.set(eventId, { span, ctx: trace.setSpan(parent, span) });
-  });
+    spans.set(event.id, { span, ctx: trace.setSpan(parent, span) });
+  }
   return spans;
 }
 
+/** A valid outbox seq (per_resource ordering, domain/fanout.ts) as text, else null. */
+const validSeq = (v: string | null | undefined): string | null =>
+  v && /^[1-9][0-9]{0,17}$/.test(v) ? v : null;
+
+/** A valid resource version (per_resource ordering, domain/fanout.ts), else null. */
+const validVersion = (v: number): number | null => (Number.isInteger(v) && v > 0 && v < 1e9 ? v : null);
+
 /** The message's outbox seq (per_resource ordering, domain/fanout.ts), if it carries a valid one. */
 function seqOf(m: JsMsg): string | null {
-  const v = m.headers?.get(OUTBOX_SEQ_HEADER);
-  return v && /^[1-9][0-9]{0,17}$/.test(v) ? v : null;
+  return validSeq(m.headers?.get(OUTBOX_SEQ_HEADER));
 }
 
 /** The message's resource version (per_resource ordering, domain/fanout.ts), if it carries a valid one. */
 function versionOf(m: JsMsg): number | null {
   const v = m.headers?.get(RESOURCE_VERSION_HEADER);
   return v && /^[1-9][0-9]{0,8}$/.test(v) ? Number(v) : null;
+}
+
+/**
+ * The events of one message: one event on its type's subject, or several in an EventBatch on
+ * `names.batch` (kit/outbox publishNow). Throws when the message cannot be read.
+ */
+function eventsOf(m: JsMsg, names: StreamNames): IncomingEvent[] {
+  if (m.subject !== names.batch) {
+    return [
+      {
+        event: fromBinary(events.EventSchema, m.data),
+        payload: m.data,
+        seq: seqOf(m),
+        version: versionOf(m),
+      },
+    ];
+  }
+  const batch = fromBinary(events.EventBatchSchema, m.data);
+  return batch.events.map((item) => ({
+    event: fromBinary(events.EventSchema, item.event),
+    payload: item.event,
+    seq: item.outboxSeq > 0n ? validSeq(String(item.outboxSeq)) : null,
+    version: validVersion(item.resourceVersion),
+  }));
 }
 
 export async function startConsumer(opts: ConsumerOptions): Promise<{ stop(): Promise<void> }> {
@@ -100,22 +130,23 @@ export async function startConsumer(opts: ConsumerOptions): Promise<{ stop(): Pr
   async function handle(batch: JsMsg[]): Promise<void> {
     const incoming: IncomingEvent[] = [];
     const messages: JsMsg[] = [];
+    /** Messages of one event each, for their spans (a batch carries no trace context). */
+    const lone: Array<[JsMsg, IncomingEvent]> = [];
     for (const m of batch) {
+      let read: IncomingEvent[];
       try {
-        incoming.push({
-          event: fromBinary(events.EventSchema, m.data),
-          payload: m.data,
-          seq: seqOf(m),
-          version: versionOf(m),
-        });
-        messages.push(m);
+        read = eventsOf(m, names);
       } catch (err) {
         log.error({ err, seq: m.seq }, 'undecodable event, terminating it');
         m.term();
+        continue;
       }
+      for (const e of read) incoming.push(e);
+      messages.push(m);
+      if (tracing.enabled && m.subject !== names.batch) lone.push([m, read[0]!]);
     }
     if (messages.length === 0) return;
-    const spans = tracing.enabled ? startSpans(messages, incoming) : undefined;
+    const spans = tracing.enabled ? startSpans(lone) : undefined;
     const keys = new Set<string>();
     for (const { event } of incoming) {
       const key = resourceKey(event);

@@ -98,6 +98,61 @@ export declare type Event = Message<"mcs.events.v1.Event"> & {
 export declare const EventSchema: GenMessage<Event>;
 
 /**
+ * Several events in one JetStream message, on the subject `<prefix>.events.batch`: the outbox
+ * relay's fast path sends the events it gathered in one turn (or one linger, under load) this
+ * way, so JetStream stores, delivers and acks one message for them instead of one each. A single
+ * event, the poll's republishes and, with tracing on, every event still go alone on their type's
+ * subject (with Nats-Msg-Id and the headers below as fields). The webhooks consumer records the
+ * events of a batch together and acks the message once they are.
+ *
+ * @generated from message mcs.events.v1.EventBatch
+ */
+export declare type EventBatch = Message<"mcs.events.v1.EventBatch"> & {
+  /**
+   * @generated from field: repeated mcs.events.v1.BatchedEvent events = 1;
+   */
+  events: BatchedEvent[];
+};
+
+/**
+ * Describes the message mcs.events.v1.EventBatch.
+ * Use `create(EventBatchSchema)` to create a new message.
+ */
+export declare const EventBatchSchema: GenMessage<EventBatch>;
+
+/**
+ * @generated from message mcs.events.v1.BatchedEvent
+ */
+export declare type BatchedEvent = Message<"mcs.events.v1.BatchedEvent"> & {
+  /**
+   * An Event, the same bytes a lone publish carries.
+   *
+   * @generated from field: bytes event = 1;
+   */
+  event: Uint8Array;
+
+  /**
+   * The event's outbox seq (the Mcs-Outbox-Seq header of a lone publish); 0: none.
+   *
+   * @generated from field: int64 outbox_seq = 2;
+   */
+  outboxSeq: bigint;
+
+  /**
+   * The resource's version after the change (Mcs-Resource-Version); 0: none.
+   *
+   * @generated from field: uint32 resource_version = 3;
+   */
+  resourceVersion: number;
+};
+
+/**
+ * Describes the message mcs.events.v1.BatchedEvent.
+ * Use `create(BatchedEventSchema)` to create a new message.
+ */
+export declare const BatchedEventSchema: GenMessage<BatchedEvent>;
+
+/**
  * @generated from enum mcs.events.v1.EventType
  */
 export enum EventType {
