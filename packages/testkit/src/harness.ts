@@ -30,7 +30,7 @@ export interface EventProbe {
   close(): Promise<void>;
 }
 
-/** Reads the whole stream from its start with an ordered (ephemeral) consumer. */
+/** Reads the whole stream from its start with an ordered (ephemeral) consumer, a batch's events one by one. */
 export async function startEventProbe(nc: NatsConnection, names: StreamNames): Promise<EventProbe> {
   const consumer = await nc.jetstream().consumers.get(names.stream);
   const messages = await consumer.consume();
@@ -38,7 +38,11 @@ export async function startEventProbe(nc: NatsConnection, names: StreamNames): P
   const waiters = new Set<() => void>();
   const loop = (async () => {
     for await (const m of messages) {
-      received.push(fromBinary(events.EventSchema, m.data));
+      // One event, or several in one EventBatch (kit/outbox).
+      if (m.subject === names.batch) {
+        for (const item of fromBinary(events.EventBatchSchema, m.data).events)
+          received.push(fromBinary(events.EventSchema, item.event));
+      } else received.push(fromBinary(events.EventSchema, m.data));
       for (const w of waiters) w();
     }
   })();
