@@ -66,6 +66,8 @@ for (const fault of ['killed', 'frozen'] as const) {
       await verdict(`NATS ${fault} ${OUTAGE_MS / 1000}s`, stack, receiver, keys, report, {
         recoveryMs: deliveredAt - upAt,
         extra: `${acceptedWhileDown} writes accepted in the ${((upAt - downAt) / 1000).toFixed(1)} s NATS was ${fault}`,
+        // A killed nats-server comes back without the messages the audit had not read yet.
+        streamAudited: fault !== 'killed',
       });
       // The API did not need NATS to take writes.
       expect(acceptedWhileDown).toBeGreaterThan(0);
