@@ -66,7 +66,7 @@ export const baseEnvSchema = z.object({
     .default('mcs'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /**
-   * Services that publish events: under load (500 events/s or more) how long the outbox relay
+   * Services that publish events: under load (250 events/s or more) how long the outbox relay
    * holds events to publish them together (kit/outbox.ts); `0ms` publishes each at once.
    */
   EVENT_PUBLISH_LINGER: duration.default(10),

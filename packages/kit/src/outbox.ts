@@ -309,10 +309,12 @@ export interface RelayOptions {
 }
 
 /**
- * The event rate from which the relay lingers (RelayOptions.lingerMs): 500/s, where a 10 ms
- * linger gathers 5 events or more per publish.
+ * The event rate from which the relay lingers (RelayOptions.lingerMs): 250/s, where a 10 ms
+ * linger gathers 2.5 events or more per publish, i.e. per JetStream message. (It was 500/s; at
+ * 420 orders/s, between the two, 250 cut nats-server's CPU per order from 0.36–0.40 to
+ * 0.19–0.21 ms and the webhooks service's from 0.82–0.84 to 0.60–0.67, docs/design.md "Targets".)
  */
-export const LINGER_ABOVE_PER_SEC = 500;
+export const LINGER_ABOVE_PER_SEC = 250;
 /** Events in one batch message at most (Relay publishNow), and its bytes: far below NATS's 1 MiB max_payload. */
 const BATCH_MAX_EVENTS = 256;
 const BATCH_MAX_BYTES = 256 * 1024;
