@@ -5,7 +5,7 @@
 import { create, toBinary } from '@bufbuild/protobuf';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import type { Caller } from '@mcs/kit/caller';
-import type { Db } from '@mcs/kit/db';
+import { type Db, NAMED_MAX_ROWS } from '@mcs/kit/db';
 import { createLogger } from '@mcs/kit/log';
 import { connectNats, ensureStream, type StreamNames, streamNames } from '@mcs/kit/nats';
 import { commerce, events } from '@mcs/proto';
@@ -137,6 +137,32 @@ describe('fan-out (recordEvents)', () => {
         [a.event.id, b.event.id],
       ]),
     ).toBe(2);
+  });
+  it('records a batch larger than a named statement takes (kit/db NAMED_MAX_ROWS) the same way, once', async () => {
+    // A backlog after an outage arrives as batches of thousands of events: they go unnamed, each
+    // planned for its own size (a generic plan's nested loop was quadratic in the batch).
+    const { caller, endpointIds } = await account([{ events: ['*'] }, { events: ['order.created'] }]);
+    const batch = Array.from({ length: NAMED_MAX_ROWS * 20 + 3 }, () => orderEvent(caller));
+    const queued = await recordEvents(db.db, batch, 15_000);
+    expect(queued).toHaveLength(batch.length * 2);
+    const pairs = new Set(queued.map((q) => `${q.target!.eventId} ${q.endpointId}`));
+    for (const { event } of batch)
+      for (const id of endpointIds) expect(pairs.has(`${event.id} ${id}`)).toBe(true);
+    for (const q of queued) {
+      const { event } = batch.find((b) => b.event.id === q.target!.eventId)!;
+      expect(q.target!.body).toBe(envelopeBody(event));
+    }
+    // Again, with a few new events among them: only those are recorded.
+    const more = [...batch, orderEvent(caller), orderEvent(caller)];
+    const again = await recordEvents(db.db, more, 15_000);
+    expect(new Set(again.map((q) => q.target!.eventId))).toEqual(
+      new Set(more.slice(-2).map((e) => e.event.id)),
+    );
+    expect(
+      await count('select count(*)::int as n from webhooks.deliveries where endpoint_id = any($1)', [
+        endpointIds,
+      ]),
+    ).toBe(more.length * 2);
   });
 });
 

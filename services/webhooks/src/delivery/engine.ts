@@ -621,6 +621,7 @@ export function createEngine(opts: EngineOptions): Engine {
                e.secret_sealed, e.status as endpoint_status, e.max_rate, ev.body, c.missing_version
           from c left join webhooks.endpoints e on e.id = c.endpoint_id
                  left join webhooks.events ev on ev.id = c.event_id`,
+        { rows: items.length },
       );
     });
   }

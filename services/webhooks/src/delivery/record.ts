@@ -278,6 +278,7 @@ export async function recordSuccesses(db: Db, list: readonly Attempted[], now: D
        where id in (select endpoint_id from d) and failing_since is not null
     )
     select id from d`,
+    { rows: list.length },
   );
   return new Set(rows.map((r) => r.id));
 }

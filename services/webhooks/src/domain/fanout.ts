@@ -202,6 +202,7 @@ export async function recordEvents(
            e.url, e.secret_sealed, e.max_rate
       from ins join webhooks.endpoints e on e.id = ins.endpoint_id
      where ins.status = 'pending' and not coalesce(e.paused_until > ${now}::timestamptz, false)`,
+    { rows: list.length },
   );
   return rows.map((r) =>
     // An ordered delivery is claimed first: the claim holds it back while an earlier change of
