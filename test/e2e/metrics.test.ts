@@ -1,7 +1,8 @@
 // Prometheus metrics (issue 11): every part serves /metrics, the numbers move with real traffic,
 // labels carry no ids, and every metric the alert rules and the Grafana dashboard in
 // deploy/observability name is one the parts really export.
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
+import os from 'node:os';
 import { PART_NODE_FLAGS } from '@mcs/kit/config';
 import {
   type AccountKeys,
@@ -90,6 +91,18 @@ describe('Prometheus metrics', () => {
       const argv = readFileSync(`/proc/${stack.pid(part)}/cmdline`, 'utf8').split('\0');
       for (const flag of PART_NODE_FLAGS) expect(argv, part).toContain(flag);
     }
+  });
+
+  it('the webhooks process runs every thread at niceness 10 (WEBHOOK_NICE), the request path at its own', () => {
+    const nices = (pid: number) =>
+      readdirSync(`/proc/${pid}/task`).map((t) => {
+        const stat = readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8');
+        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+      });
+    const own = os.getPriority();
+    expect(new Set(nices(stack.pid('webhooks')!))).toEqual(new Set([Math.max(own, 10)]));
+    for (const part of PARTS.filter((p) => p !== 'webhooks'))
+      expect(new Set(nices(stack.pid(part)!)), part).toEqual(new Set([own]));
   });
 
   it('every part starts with a settled heap (kit/heap.ts), not the one loading its code grew', async () => {

@@ -53,6 +53,11 @@ const schema = baseEnvSchema.extend({
    * warning is logged with the missing version (delivery/engine.ts claimOrdered).
    */
   WEBHOOK_ORDERING_WAIT: duration.default(30_000),
+  /**
+   * The niceness of the webhooks process (0–19; 0 leaves it): where the parts share a machine,
+   * API requests get the CPU before deliveries (priority.ts). Only in its own process.
+   */
+  WEBHOOK_NICE: z.coerce.number().int().min(0).max(19).default(10),
 });
 
 export function loadEnv(source: NodeJS.ProcessEnv = process.env) {
