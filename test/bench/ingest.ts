@@ -68,6 +68,11 @@ export interface Run {
   /** Project runs: orders the run created (its marker), deliveries of them that arrived. */
   ordersCreated?: number;
   delivered?: number;
+  /**
+   * Project runs: seconds from the end of the load until its last delivery arrived (how far
+   * deliveries fell behind the writes at this rate).
+   */
+  lastDeliveryAfterSec?: number;
   /** Project runs: the database agrees with the answers (see the top of this file). */
   stored?: { ok: boolean; detail: string };
 }
@@ -252,6 +257,8 @@ async function projectRun(
     await waitUntil(() => s.log.count(marker) >= created, DRAIN_MS, ctx.signal);
     run.delivered = s.log.count(marker);
     if (run.delivered < created) ctx.log(`ingest: ${marker}: only ${run.delivered} of ${created} delivered`);
+    const last = s.log.events(marker).reduce((m, e) => Math.max(m, e.at), Number.NEGATIVE_INFINITY);
+    if (Number.isFinite(last)) run.lastDeliveryAfterSec = Math.max(0, (last - run.load.endedAt) / 1000);
   }
   run.stored = { ok: problems.length === 0, detail: problems.join('; ') || 'ok' };
   return run;
@@ -397,6 +404,7 @@ function roundsTable(d: IngestData): Table {
       'rows/req',
       'orders created',
       'delivered',
+      'last delivery s after',
       'database check',
     ],
     rows: d.runs.map((r) => [
@@ -412,11 +420,12 @@ function roundsTable(d: IngestData): Table {
       r.rowsWrittenPerRequest,
       r.ordersCreated ?? null,
       r.delivered ?? null,
+      round(r.lastDeliveryAfterSec, 1),
       r.stored?.detail ?? null,
     ]),
     notes: [
       'db xacts/req: committed transactions per 2xx (pg_stat_database, approximate; relay and webhooks included)',
-      'delivered: events of the run that reached the receiver before the next run started (≤ 20 s wait)',
+      'delivered: events of the run that reached the receiver before the next run started (≤ 20 s wait); last delivery s after: when the last of them arrived, counted from the end of the load',
       ...d.notes,
     ],
   };
