@@ -262,7 +262,11 @@ export function createHandler(deps: GatewayDeps) {
       );
       if (deps.failpoint === 'gateway.after_call' && route.write) process.kill(process.pid, 'SIGKILL');
       const bytes = Buffer.from(body);
-      if (held && fp !== undefined) recent.set(held.accountId, held.livemode, held.key, fp, bytes);
+      // Kept once the service replayed it: a key retried once is likely retried again (a client's
+      // retry loop), while most keys are never retried, and keeping every keyed answer cost each
+      // write a copy that outlived the young generation.
+      if (replayed && held && fp !== undefined)
+        recent.set(held.accountId, held.livemode, held.key, fp, bytes);
       sendBytes(res, 200, bytes, replayed ? { 'idempotent-replayed': 'true' } : undefined);
     } catch (err) {
       let rendered: RenderedError;

@@ -8,9 +8,11 @@
 // - keys in flight on this gateway: a second request with a key whose first is still being
 //   answered gets 409 at once instead of queueing behind it. (Across gateways the service's
 //   key index makes the second wait for the first and then replay it.)
-// - the answers this gateway gave lately: a replay that reaches the gateway that answered first
-//   is answered from memory, without the hop to the service. A copy of the service's answer,
-//   which never changes once committed; kept far shorter than the key's 24 hours.
+// - the replays this gateway gave lately: once the service has replayed a key's answer, further
+//   replays of it that reach this gateway are answered from memory, without the hop to the
+//   service. A copy of the service's answer, which never changes once committed; kept far
+//   shorter than the key's 24 hours. Only replayed answers are kept: most keys are never
+//   retried, and a copy of every keyed answer was promoted out of the young generation.
 import { hash } from 'node:crypto';
 
 /**
