@@ -2,6 +2,7 @@
 import { create } from '@bufbuild/protobuf';
 import type { ServiceImpl } from '@connectrpc/connect';
 import { callerOf } from '@mcs/kit/caller';
+import { writeKeyed } from '@mcs/kit/idempotency';
 import { webhooks } from '@mcs/proto';
 import type { Deps } from '../deps.ts';
 import { getSettings, type Settings, updateSettings } from '../domain/settings.ts';
@@ -14,9 +15,12 @@ export function settingsHandlers(deps: Deps): ServiceImpl<typeof webhooks.Webhoo
       return toProto(await getSettings(deps.db, callerOf(ctx), deps.schedule));
     },
     async updateWebhookSettings(req, ctx) {
+      const caller = callerOf(ctx);
       const input = { retrySchedule: req.retrySchedule, reset: req.reset };
-      return toProto(
-        await deps.db.transaction((tx) => updateSettings(tx, callerOf(ctx), input, deps.schedule)),
+      // Once per idempotency key, like every write (kit/idempotency): a retry gets the first
+      // answer, even when the settings changed since.
+      return writeKeyed(deps.db, deps.keys, ctx, caller, async (tx) =>
+        toProto(await updateSettings(tx, caller, input, deps.schedule)),
       );
     },
   };
