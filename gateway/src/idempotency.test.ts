@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { createInFlight, createRecentAnswers, fingerprint } from './idempotency.ts';
 
@@ -63,5 +64,32 @@ describe('recent answers', () => {
     expect(got.body.equals(body)).toBe(true);
     body.fill(0);
     expect(got.body.toString()).toBe('{"name":"Café ☕","note":"日本"}');
+  });
+});
+
+describe('fingerprint of any JSON body', () => {
+  // The canonical form as first defined: keys sorted with Array.prototype.sort, values as
+  // JSON.stringify writes them. Stored fingerprints were computed this way.
+  const reference = (value: unknown): string => {
+    if (Array.isArray(value)) return `[${value.map(reference).join(',')}]`;
+    if (value !== null && typeof value === 'object') {
+      const o = value as Record<string, unknown>;
+      return `{${Object.keys(o)
+        .sort()
+        .map((k) => `${JSON.stringify(k)}:${reference(o[k])}`)
+        .join(',')}}`;
+    }
+    return JSON.stringify(value) ?? 'null';
+  };
+  it('is SHA-256 of the reference canonical form, for every body JSON can carry', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), (body) => {
+        const expected = createHash('sha256')
+          .update(`POST\n/v1/x\n${reference(body)}`)
+          .digest('hex');
+        expect(fingerprint('POST', '/v1/x', body)).toBe(expected);
+      }),
+      { numRuns: 2_000 },
+    );
   });
 });

