@@ -25,6 +25,7 @@ import http2 from 'node:http2';
 import {
   create,
   type DescMessage,
+  type DescMethod,
   type DescMethodUnary,
   fromBinary,
   isMessage,
@@ -63,6 +64,23 @@ export interface UnaryTransportOptions {
   httpVersion?: '1.1' | '2';
 }
 
+/**
+ * Response headers that describe the connection, not the call: not copied into the call's
+ * metadata (each append to a Headers validates and re-sorts; these were most of them).
+ */
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'date', 'content-length', 'transfer-encoding']);
+
+const paths = new WeakMap<DescMethod, string>();
+/** `/<service>/<method>`, built once per method. */
+function pathOf(method: DescMethod): string {
+  let path = paths.get(method);
+  if (path === undefined) {
+    path = `/${method.parent.typeName}/${method.name}`;
+    paths.set(method, path);
+  }
+  return path;
+}
+
 export function createUnaryTransport(
   baseUrl: string,
   streaming: Transport,
@@ -85,7 +103,14 @@ export function createUnaryTransport(
       'connect-protocol-version': '1',
     };
     if (timeoutMs !== undefined && timeoutMs > 0) outgoing['connect-timeout-ms'] = String(timeoutMs);
-    if (header) new Headers(header).forEach((value, name) => void Object.assign(outgoing, { [name]: value }));
+    if (header) {
+      // The gateway's metadata is a plain object: copied as it is, without a Headers in between.
+      if (header instanceof Headers || Array.isArray(header))
+        new Headers(header).forEach((value, name) => {
+          outgoing[name] = value;
+        });
+      else for (const name in header) outgoing[name.toLowerCase()] = header[name]!;
+    }
 
     return new Promise<UnaryResponse<I, O>>((resolve, reject) => {
       if (signal?.aborted) {
@@ -114,7 +139,7 @@ export function createUnaryTransport(
           () => fail(new ConnectError('the operation timed out', Code.DeadlineExceeded)),
           timeoutMs,
         );
-      cancel = send(`/${method.parent.typeName}/${method.name}`, outgoing, body, {
+      cancel = send(pathOf(method), outgoing, body, {
         broken(err) {
           if (finish()) reject(err);
         },
@@ -124,7 +149,7 @@ export function createUnaryTransport(
           const t = new Headers();
           for (const name in raw) {
             const value = raw[name];
-            if (name.charCodeAt(0) === 58 /* ':' */ || value === undefined) continue;
+            if (name.charCodeAt(0) === 58 /* ':' */ || value === undefined || HOP_BY_HOP.has(name)) continue;
             const trailer = name.startsWith('trailer-');
             const target = trailer ? t : h;
             const key = trailer ? name.slice(8) : name;

@@ -36,6 +36,19 @@ import { encodeAnswer } from './encoded.ts';
 
 type UnarySpec = MethodImplSpec & { kind: 'unary' };
 
+/**
+ * Request headers about the connection, not the call, left out of the handler's requestHeader
+ * (no handler reads them): each append to a web Headers validates and re-sorts, and the
+ * Headers of a call were a tenth of what the commerce service allocated per order.
+ */
+const CONNECTION_HEADERS = new Set([
+  'host',
+  'connection',
+  'keep-alive',
+  'content-length',
+  'transfer-encoding',
+]);
+
 /** Larger bodies are refused (connect-node reads up to 4 GiB; no call of ours comes near). */
 const READ_MAX_BYTES = 16 * 1024 * 1024;
 
@@ -142,8 +155,11 @@ export function createFastUnary(interceptors: Interceptor[]): FastUnary {
     body: Buffer | null,
   ): Promise<void> {
     const requestHeader = new Headers();
-    for (const [name, value] of Object.entries(req.headers)) {
-      if (name.charCodeAt(0) === 58 /* ':' */ || value === undefined) continue;
+    const raw = req.headers;
+    for (const name in raw) {
+      const value = raw[name];
+      if (name.charCodeAt(0) === 58 /* ':' */ || value === undefined || CONNECTION_HEADERS.has(name))
+        continue;
       if (Array.isArray(value)) for (const v of value) requestHeader.append(name, v);
       else requestHeader.set(name, value);
     }
