@@ -20,7 +20,13 @@
 //   per create, so each create gets its own answer and a bad one fails alone. A batch whose
 //   connection broke is not run again: it may have committed, and an unkeyed create would then
 //   be written twice.
+import { createRequire } from 'node:module';
 import pg from 'pg';
+
+/** pg's own conversion of a parameter to its text form (pg/lib/utils; not in its types). */
+const { prepareValue } = createRequire(import.meta.url)('pg/lib/utils.js') as {
+  prepareValue(value: unknown): unknown;
+};
 
 /** A statement's text under its prepared-statement name. */
 export interface NamedText {
@@ -153,6 +159,7 @@ class GroupCommit {
       const params = batch[r]!.params;
       for (let c = 0; c < width; c++) columns[c]![r] = params[c];
     }
+    for (let c = 0; c < width; c++) columns[c] = arrayLiteral(columns[c]!) as never;
     let rows: Array<CreateResult & { i: number }>;
     try {
       for (const logger of new Set(batch.map((p) => p.logger))) logger.logQuery(this.st.batch.text, columns);
@@ -197,4 +204,32 @@ export function groupCommit(
     groups.set(st, group);
   }
   return group.run(params, key, logger);
+}
+
+/**
+ * One column of a batch as a PostgreSQL array literal, what pg's own conversion writes (quoted
+ * elements, `NULL`, `\\x`-hex bytea) without its two regular-expression replaces per element:
+ * a string needs escaping only when it holds a quote or a backslash. That conversion was the
+ * largest single allocation of the commerce service per order (3.2 KB). Values of other kinds
+ * (dates, numbers, booleans, nested arrays) go through pg's own conversion, element by element.
+ */
+export function arrayLiteral(values: unknown[]): string {
+  let out = '{';
+  for (let i = 0; i < values.length; i++) {
+    if (i > 0) out += ',';
+    const v = values[i];
+    if (v === null || v === undefined) out += 'NULL';
+    else if (typeof v === 'string') out += quoted(v);
+    else if (Buffer.isBuffer(v)) out += `\\\\x${v.toString('hex')}`;
+    else if (ArrayBuffer.isView(v))
+      out += `\\\\x${Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('hex')}`;
+    else if (Array.isArray(v)) out += prepareValue(v) as string;
+    else out += quoted(String(prepareValue(v)));
+  }
+  return `${out}}`;
+}
+
+function quoted(s: string): string {
+  if (s.indexOf('"') < 0 && s.indexOf('\\') < 0) return `"${s}"`;
+  return `"${s.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
 }
