@@ -10,7 +10,7 @@ import { createInProcessTransport } from '@mcs/kit/in-process';
 import type { Logger } from '@mcs/kit/log';
 import { serveMetrics } from '@mcs/kit/metrics';
 import { connectNats, keyRevocationSubject } from '@mcs/kit/nats';
-import type { ServerHandle } from '@mcs/kit/server';
+import { closingResponse, type ServerHandle } from '@mcs/kit/server';
 import { accounts, grpcHealth, webhooks } from '@mcs/proto';
 import { createAuthenticator } from './auth.ts';
 import { type Circuit, createCircuit } from './circuit.ts';
@@ -172,21 +172,21 @@ export async function startGateway(
   // connection alive after an answer given while stopping (most do, for up to a minute) would
   // hold server.close() open until the grace time ran out and the process exited 1 without
   // stopping what comes after the gateway (in one process: every service).
-  // (One shared listener, no closure per request.)
+  // (One shared listener, no closure per request; no collection of the requests in progress
+  // either: kit/server closingResponse.)
   let closing = false;
-  const busy = new Set<http.ServerResponse>();
   const closeIdle = () => server.closeIdleConnections();
-  function answered(this: http.ServerResponse) {
-    busy.delete(this);
+  function answered() {
     // An answer whose head went out before the stop: its connection is idle only now.
     if (closing) setImmediate(closeIdle);
   }
-  const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
-    if (closing) res.setHeader('connection', 'close');
-    busy.add(res);
-    res.once('close', answered);
-    void handler(req, res);
-  });
+  const server = http.createServer(
+    { keepAliveTimeout: 65_000, ServerResponse: closingResponse(() => closing) },
+    (req, res) => {
+      res.on('close', answered);
+      void handler(req, res);
+    },
+  );
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(env.PORT, env.HOST, resolve);
@@ -216,7 +216,6 @@ export async function startGateway(
     listen.close(); // open mcs listen streams would hold the server open
     for (const c of circuits) c.close();
     closing = true;
-    for (const res of busy) if (!res.headersSent) res.setHeader('connection', 'close');
     await new Promise<void>((resolve) => {
       server.close(() => resolve());
       server.closeIdleConnections();

@@ -21,7 +21,7 @@ import * as grpc from '@grpc/grpc-js';
 import { commerce } from '@mcs/proto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { callerOf } from './caller.ts';
-import { type ServerHandle, startConnectServer } from './server.ts';
+import { closingResponse, type ServerHandle, startConnectServer } from './server.ts';
 
 const REQUEST = create(commerce.CreateOrderRequestSchema, {
   customer: { name: 'Ada', phone: '+15550001111' },
@@ -234,5 +234,39 @@ describe('graceful close', () => {
     expect(performance.now() - t0).toBeLessThan(2_000);
     session.destroy();
     silent.destroy();
+  });
+});
+
+describe('closingResponse', () => {
+  it('says Connection: close in every head written once the server is stopping, and only then', async () => {
+    let closing = false;
+    const server = http.createServer({ ServerResponse: closingResponse(() => closing) }, (req, res) => {
+      // Both ways a head is written: writeHead with headers, and implicitly by end().
+      if (req.url === '/explicit') res.writeHead(200, { 'content-type': 'text/plain' }).end('a');
+      else res.end('b');
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as net.AddressInfo).port;
+    const agent = new http.Agent({ keepAlive: true });
+    const get = (path: string) =>
+      new Promise<{ connection: string | undefined; body: string }>((resolve, reject) => {
+        http
+          .get({ port, host: '127.0.0.1', path, agent }, (res) => {
+            let body = '';
+            res.on('data', (c: Buffer) => (body += c));
+            res.on('end', () => resolve({ connection: res.headers.connection, body }));
+          })
+          .on('error', reject);
+      });
+    try {
+      expect(await get('/explicit')).toEqual({ connection: 'keep-alive', body: 'a' });
+      expect(await get('/implicit')).toEqual({ connection: 'keep-alive', body: 'b' });
+      closing = true;
+      expect(await get('/explicit')).toEqual({ connection: 'close', body: 'a' });
+      expect(await get('/implicit')).toEqual({ connection: 'close', body: 'b' });
+    } finally {
+      agent.destroy();
+      server.close();
+    }
   });
 });

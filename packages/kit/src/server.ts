@@ -54,6 +54,32 @@ const SNIFF_TIMEOUT_MS = 30_000;
  */
 const KEEP_ALIVE_TIMEOUT_MS = 65_000;
 
+/** Unfinished responses on an HTTP/1.1 socket (a count kept on the socket itself). */
+const BUSY = Symbol('unfinished responses');
+type BusySocket = net.Socket & { [BUSY]?: number };
+
+/**
+ * node:http's ServerResponse, with `Connection: close` in every head written once `closing()`
+ * says the server is stopping, so a client does not reuse a connection about to close. For the
+ * HTTP/1.1 servers of the gateway and the services (http.createServer's `ServerResponse` option).
+ *
+ * Instead of a set of the responses in progress, each given the header when the stop began: a
+ * Set that takes and drops a response per request rehashes into new tables, and a discarded
+ * table promoted to the old generation keeps the responses it held (with their requests and
+ * whatever the handler hung on them) alive through every young-generation collection until the
+ * next full one. The gateway's response set made it promote about 630 KB per scavenge at 1,100
+ * keyed orders/s (about 2 MB/s, a full collection every few seconds); without it, 215 KB.
+ */
+export function closingResponse(closing: () => boolean): typeof http.ServerResponse {
+  class ClosingResponse extends http.ServerResponse {
+    override writeHead(statusCode: number, ...rest: unknown[]): this {
+      if (closing() && !this.headersSent) this.setHeader('connection', 'close');
+      return super.writeHead(statusCode, ...(rest as []));
+    }
+  }
+  return ClosingResponse as typeof http.ServerResponse;
+}
+
 /** A service started (in a process of its own or with the others in one): its port, and how to stop it. */
 export interface StartedPart {
   server: ServerHandle;
@@ -109,25 +135,25 @@ export async function startConnectServer(opts: {
 
   // HTTP/1.1: a socket is busy while a response on it is unfinished. Closing ends idle sockets at
   // once, and busy ones right after their last response, which says `Connection: close` when its
-  // head is still unwritten (so the client's agent does not reuse the socket meanwhile).
-  const busy = new Map<net.Socket, Set<http.ServerResponse>>();
+  // head is still unwritten (so the client's agent does not reuse the socket meanwhile). A count
+  // on the socket, not a collection of responses: see closingResponse.
   const h1Sockets = new Set<net.Socket>();
-  const h1 = http.createServer({ keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS }, (req, res) => {
-    const socket = req.socket;
-    const responses = busy.get(socket) ?? new Set<http.ServerResponse>();
-    busy.set(socket, responses);
-    responses.add(res);
-    if (closing) res.setHeader('connection', 'close');
-    res.once('close', () => {
-      responses.delete(res);
-      if (responses.size > 0) return;
-      busy.delete(socket);
-      if (closing) socket.destroySoon();
-    });
-    // Prometheus scrapes over HTTP/1.1 on the service's own port (kit/metrics).
-    if (req.url === '/metrics' && req.method === 'GET') serveMetrics(req, res);
-    else if (!fast.serve(req, res)) handler(req, res);
-  });
+  function responseClosed(this: http.ServerResponse): void {
+    const socket = this.req.socket as BusySocket;
+    socket[BUSY] = (socket[BUSY] ?? 1) - 1;
+    if (socket[BUSY] === 0 && closing) socket.destroySoon();
+  }
+  const h1 = http.createServer(
+    { keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS, ServerResponse: closingResponse(() => closing) },
+    (req, res) => {
+      const socket = req.socket as BusySocket;
+      socket[BUSY] = (socket[BUSY] ?? 0) + 1;
+      res.on('close', responseClosed);
+      // Prometheus scrapes over HTTP/1.1 on the service's own port (kit/metrics).
+      if (req.url === '/metrics' && req.method === 'GET') serveMetrics(req, res);
+      else if (!fast.serve(req, res)) handler(req, res);
+    },
+  );
   h1.on('connection', (socket: net.Socket) => {
     h1Sockets.add(socket);
     socket.once('close', () => h1Sockets.delete(socket));
@@ -186,11 +212,8 @@ export async function startConnectServer(opts: {
         server.close(() => resolve());
         for (const socket of undecided) socket.destroy();
         for (const s of sessions) s.close();
-        for (const socket of h1Sockets) {
-          const responses = busy.get(socket);
-          if (!responses) socket.destroySoon();
-          else for (const res of responses) if (!res.headersSent) res.setHeader('connection', 'close');
-        }
+        // A busy socket closes after its last response (responseClosed).
+        for (const socket of h1Sockets) if (!(socket as BusySocket)[BUSY]) socket.destroySoon();
       }),
   };
 }
