@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import v8 from 'node:v8';
 import { describe, expect, it } from 'vitest';
-import { YOUNG_GENERATION_FLAG } from './config.ts';
+import { PART_NODE_FLAGS } from './config.ts';
 import { settleHeap } from './heap.ts';
 
 const space = (name: string) => v8.getHeapSpaceStatistics().find((s) => s.space_name === name)!.space_size;
@@ -27,9 +27,9 @@ describe('settleHeap', () => {
     expect(settled!.afterMiB).toBeLessThan(settled!.beforeMiB - 8);
   });
 
-  it("the image starts every part with the parts' young generation (kit/config)", () => {
+  it("the image starts every part with the parts' Node flags (kit/config)", () => {
     const dockerfile = readFileSync(new URL('../../../deploy/Dockerfile', import.meta.url), 'utf8');
     const entrypoint = /^ENTRYPOINT (\[.*\])$/m.exec(dockerfile);
-    expect(JSON.parse(entrypoint![1]!)).toEqual(['node', YOUNG_GENERATION_FLAG]);
+    expect(JSON.parse(entrypoint![1]!)).toEqual(['node', ...PART_NODE_FLAGS]);
   });
 });
