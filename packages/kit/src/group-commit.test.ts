@@ -4,7 +4,7 @@ import { createRequire } from 'node:module';
 import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { arrayLiteral } from './group-commit.ts';
+import { arrayLiteral, sortByKey } from './group-commit.ts';
 
 const { prepareValue } = createRequire(import.meta.url)('pg/lib/utils.js') as {
   prepareValue(value: unknown): unknown;
@@ -69,6 +69,25 @@ describe('arrayLiteral read by PostgreSQL', () => {
         },
       ),
       { numRuns: 200 },
+    );
+  });
+});
+
+describe('sortByKey', () => {
+  it('orders a batch as a stable sort by key would, creates without a key first', () => {
+    const key = fc.option(fc.string({ maxLength: 6 }), { nil: undefined });
+    fc.assert(
+      fc.property(fc.array(key, { maxLength: 70 }), (keys) => {
+        const batch = keys.map((k, i) => ({ key: k, i }));
+        const expected = [...batch].sort((a, b) => {
+          if (a.key === b.key) return 0;
+          if (a.key === undefined) return -1;
+          if (b.key === undefined) return 1;
+          return a.key < b.key ? -1 : 1;
+        });
+        sortByKey(batch);
+        expect(batch).toEqual(expected);
+      }),
     );
   });
 });

@@ -79,8 +79,13 @@ type QueryLogger = { logQuery(text: string, params: unknown[]): void };
 class GroupCommit {
   private pending: Pending[] = [];
   private inFlight = 0;
-  /** The keys of the creates in flight: a create with one of them waits. */
-  private readonly busyKeys = new Set<string>();
+  /**
+   * The keys of each batch in flight (at most MAX_IN_FLIGHT): a create with one of them waits.
+   * A set per batch, dropped with it, rather than one long-lived set that every keyed create
+   * enters and leaves: that set's discarded tables, promoted to the old generation, kept the
+   * keys they held alive through young-generation collections.
+   */
+  private readonly busyKeys: Array<Set<string>> = [];
   private scheduled = false;
   private readonly flushNow = () => this.flush();
 
@@ -109,37 +114,43 @@ class GroupCommit {
   private flush(): void {
     this.scheduled = false;
     if (this.inFlight >= MAX_IN_FLIGHT || this.pending.length === 0) return;
-    const batch = this.take();
+    const keys = new Set<string>();
+    const batch = this.take(keys);
     if (batch.length === 0) return; // every pending create waits for a key in flight
     this.inFlight++;
+    if (keys.size > 0) this.busyKeys.push(keys);
     const done = () => {
       this.inFlight--;
-      for (const p of batch) if (p.key !== undefined) this.busyKeys.delete(p.key);
+      if (keys.size > 0) this.busyKeys.splice(this.busyKeys.indexOf(keys), 1);
       this.schedule();
     };
     (batch.length === 1 ? this.one(batch[0]!) : this.many(batch)).then(done, done);
     this.schedule();
   }
 
-  /** Up to MAX_BATCH pending creates, no key twice nor in flight, keyed ones sorted by key. */
-  private take(): Pending[] {
+  /**
+   * Up to MAX_BATCH pending creates, no key twice nor in flight, keyed ones sorted by key; their
+   * keys go into `keys`.
+   */
+  private take(keys: Set<string>): Pending[] {
     const batch: Pending[] = [];
     const rest: Pending[] = [];
-    let keyed = 0;
     for (const p of this.pending) {
-      if (batch.length >= MAX_BATCH || (p.key !== undefined && this.busyKeys.has(p.key))) {
+      if (batch.length >= MAX_BATCH || (p.key !== undefined && (keys.has(p.key) || this.keyBusy(p.key)))) {
         rest.push(p);
         continue;
       }
-      if (p.key !== undefined) {
-        this.busyKeys.add(p.key);
-        keyed++;
-      }
+      if (p.key !== undefined) keys.add(p.key);
       batch.push(p);
     }
     this.pending = rest;
-    if (keyed > 1) batch.sort((a, b) => (a.key! < b.key! ? -1 : a.key! > b.key! ? 1 : 0));
+    if (keys.size > 1) sortByKey(batch);
     return batch;
+  }
+
+  private keyBusy(key: string): boolean {
+    for (const keys of this.busyKeys) if (keys.has(key)) return true;
+    return false;
   }
 
   private async one(p: Pending): Promise<void> {
@@ -178,6 +189,28 @@ class GroupCommit {
     // A create without a row (cannot happen: the statement answers one per create) must not hang.
     for (const p of batch) p.resolve(undefined);
   }
+}
+
+/**
+ * Sorts a batch in place by key, unkeyed creates first (insertion sort: a batch has at most
+ * MAX_BATCH creates, and Array.prototype.sort allocates a work array per call).
+ */
+export function sortByKey(batch: Array<{ key: string | undefined }>): void {
+  for (let i = 1; i < batch.length; i++) {
+    const p = batch[i]!;
+    let j = i - 1;
+    while (j >= 0 && before(p.key, batch[j]!.key)) {
+      batch[j + 1] = batch[j]!;
+      j--;
+    }
+    batch[j + 1] = p;
+  }
+}
+
+/** `a` sorts before `b`: no key before any key, keys in code-unit order. */
+function before(a: string | undefined, b: string | undefined): boolean {
+  if (a === undefined) return b !== undefined;
+  return b !== undefined && a < b;
 }
 
 const byPool = new WeakMap<pg.Pool, Map<GroupedStatement, GroupCommit>>();

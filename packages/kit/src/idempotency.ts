@@ -164,16 +164,19 @@ class Keyed {
   }
 }
 
-const keyedCache = new WeakMap<IdempotencyClaim, Keyed>();
+/**
+ * The claim's Keyed, kept on the claim itself (a per-call object). Not in a WeakMap keyed by
+ * claims: the map's table is long-lived and, rehashed as calls come and go, its discarded tables
+ * kept claims, callers and their Keyed alive through young-generation collections (in commerce
+ * they survived at 92-150 % of their allocation under heap sampling).
+ */
+const KEYED = Symbol('keyed');
+type ClaimWithKeyed = IdempotencyClaim & { [KEYED]?: Keyed };
 function keyedOf(caller: Caller): Keyed | undefined {
-  const claim = caller.idempotency;
+  const claim = caller.idempotency as ClaimWithKeyed | undefined;
   if (!claim) return undefined;
-  let k = keyedCache.get(claim);
-  if (!k) {
-    k = new Keyed(caller, claim);
-    keyedCache.set(claim, k);
-  }
-  return k;
+  claim[KEYED] ??= new Keyed(caller, claim);
+  return claim[KEYED];
 }
 
 /** A stored answer: its request's fingerprint and the response, sealed or not. */
