@@ -19,30 +19,24 @@ export const SERVICES = ['accounts', 'commerce', 'messaging', 'webhooks'] as con
 export const YOUNG_GENERATION_FLAG = '--max-semi-space-size=16';
 
 /**
- * `--no-allocation-site-pretenuring`: V8 allocates young objects in the old generation directly
- * once their allocation site has had most of its objects survive a scavenge; the decision is
- * taken early (a busy start, a small new space) and then kept, with no young-generation feedback
- * left to undo it. In the gateway and commerce it had tenured the sites of per-request objects
- * (the strings protobuf decodes, among others): at 1,100 keyed orders/s (--trace-gc-nvp, paced)
- * the gateway allocated 790–870 KB/s directly in the old space and commerce 1.1–1.3 MB/s, most
- * of it dead within milliseconds, and each ran a full collection every few seconds (6–19 ms
- * pauses). Without pretenuring: 170–200 and 620–640 KB/s, no full collection in 6-second runs,
- * the gateway's scavenge pauses 28–29 ms per 6 s instead of 44–69; `pnpm bench idempotency-cost`,
- * A B A B: CPU per order, gateway 0.19/0.18 and 0.18/0.17 ms (key/no key) → 0.18/0.15 and
- * 0.17/0.14, commerce the same.
+ * Node flags of every part `pnpm start` (and the test stack) runs: YOUNG_GENERATION_FLAG, above;
+ * also the image's ENTRYPOINT. Tried and left out:
+ *
+ * - `--single-threaded-gc`. With 64 MB semi-spaces it cut CPU per order 5–9 % (parallel GC
+ *   helpers waiting behind six other busy processes on two cores), but without concurrent
+ *   sweeping the webhooks service's memory outside the V8 heap (Buffers) rose to 283 MiB and fell
+ *   back only minutes later — a 5-minute soak saw it move 13 % — and with 16 MB semi-spaces the
+ *   CPU difference was within the noise of paired runs.
+ * - `--no-allocation-site-pretenuring`. V8 had tenured the allocation sites of per-request
+ *   objects (protobuf's decoded strings, in the gateway and commerce): at 1,100 keyed orders/s
+ *   (--trace-gc-nvp) the gateway allocated 790–870 KB/s in the old space directly and commerce
+ *   1.1–1.3 MB/s; without pretenuring 170–200 and 620–640 KB/s, no full collection in 6-second
+ *   runs, CPU per order 5–15 % lower in both (`pnpm bench idempotency-cost`, A B A B). But with
+ *   full collections that rare, RSS became a slow sawtooth: in two 5-minute soaks at 300 orders/s
+ *   the gateway's last minute was 14 % below its first and webhooks' 13 % above (target 7: flat
+ *   within ±10 %); the same soak without the flag, +0.4 and +1.7 %.
  */
-export const PRETENURING_FLAG = '--no-allocation-site-pretenuring';
-
-/**
- * Node flags of every part `pnpm start` (and the test stack) runs: YOUNG_GENERATION_FLAG and
- * PRETENURING_FLAG, above; also the image's ENTRYPOINT. Tried and left out:
- * `--single-threaded-gc`. With 64 MB semi-spaces it cut CPU per order 5–9 %
- * (parallel GC helpers waiting behind six other busy processes on two cores), but without
- * concurrent sweeping the webhooks service's memory outside the V8 heap (Buffers) rose to 283 MiB
- * and fell back only minutes later — a 5-minute soak saw it move 13 % — and with 16 MB
- * semi-spaces the CPU difference was within the noise of paired runs.
- */
-export const PART_NODE_FLAGS: readonly string[] = [YOUNG_GENERATION_FLAG, PRETENURING_FLAG];
+export const PART_NODE_FLAGS: readonly string[] = [YOUNG_GENERATION_FLAG];
 export type ServiceName = (typeof SERVICES)[number];
 
 /** Offset of each service's port from the gateway's PORT, when its *_URL is not given. */
