@@ -371,7 +371,13 @@ export function createEngine(opts: EngineOptions): Engine {
         q.shift();
         waitingById.delete(item.deliveryId);
         queued--;
-        start(item, item.target, inSlowLane);
+        const target = item.target;
+        // The attempt holds the target (payload, secret, address); the entry no longer does. A
+        // table waitingById discarded as it grew and shrank may still point at the entry, and
+        // stays reachable for the young-generation collector until the next full collection:
+        // holding the target, every delivery's payload survived its scavenges.
+        (item as Waiting).target = undefined;
+        start(item, target, inSlowLane);
         started++;
       }
       if (q.length === 0) waiting.delete(endpointId);
