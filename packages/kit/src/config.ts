@@ -19,42 +19,35 @@ export const SERVICES = ['accounts', 'commerce', 'messaging', 'webhooks'] as con
 export const YOUNG_GENERATION_FLAG = '--max-semi-space-size=16';
 
 /**
- * Node flags of every part `pnpm start` (and the test stack) runs; also the image's ENTRYPOINT:
+ * Node flags of every part `pnpm start` (and the test stack) runs: YOUNG_GENERATION_FLAG, above;
+ * also the image's ENTRYPOINT. Tried and left out:
  *
- * - YOUNG_GENERATION_FLAG, above.
- * - `--no-allocation-site-pretenuring`. V8 tenures an allocation site whose objects survived
- *   scavenges — as per-request objects do while requests queue (a closed-loop burst, a warm-up)
- *   — and from then on allocates them in the old space directly, where only a full collection
- *   frees them. At 1,100 keyed orders/s (--trace-gc-nvp) the gateway allocated 790–870 KB/s in
- *   the old space directly and commerce 1.1–1.3 MB/s; without pretenuring 170–200 and 620–640
- *   KB/s, CPU per order 5–15 % lower in both (`pnpm bench idempotency-cost`, A B A B). The full
- *   collections were what set scenario 2's p99 (issue 9): at 1,391 keyed orders/s, paced, the
- *   slow seconds of a 60-second run were the seconds of a full collection in the gateway (every
- *   ~8 s), commerce (~9 s) or webhooks (~3 s): the part ran 40–56 ms of CPU in a 50 ms window
- *   (marking helpers, finalization 4–18 ms, weak callbacks up to 11 ms) and 50–150 requests
- *   queued behind it. With the two flags here, 6 full collections in 30 s across the three parts
- *   instead of 17, and `pnpm bench ingest-latency` A/B (three runs each, alternating): p99 ratio
- *   medians 1.55, 1.97, 2.42 against 2.88, 2.19, 2.78.
- * - `--no-memory-reducer`. Without pretenuring, full collections are rare, and V8's memory
- *   reducer, which shrinks the heap when it takes the allocation rate to have dropped, turned the
- *   parts' RSS into a slow sawtooth: in two 5-minute soaks at 300 orders/s the gateway's last
- *   minute was 14 % below its first and webhooks' 13 % above (issue 9 target 7: flat within
- *   ±10 %). With the reducer off too (one soak): +1.3 % and +4.2 % (commerce +1.6 %). A part keeps the heap
- *   its load needed; kit/heap's settleHeap still shrinks it once after start-up, so an idle part
- *   starts small.
- *
- * Tried and left out: `--single-threaded-gc`. With 64 MB semi-spaces it cut CPU per order 5–9 %
- * (parallel GC helpers waiting behind six other busy processes on two cores), but without
- * concurrent sweeping the webhooks service's memory outside the V8 heap (Buffers) rose to
- * 283 MiB and fell back only minutes later — a 5-minute soak saw it move 13 % — and with 16 MB
- * semi-spaces the CPU difference was within the noise of paired runs. `--no-parallel-scavenge`:
- * no difference in p99 at 1,391/s.
+ * - `--single-threaded-gc`. With 64 MB semi-spaces it cut CPU per order 5–9 % (parallel GC
+ *   helpers waiting behind six other busy processes on two cores), but without concurrent
+ *   sweeping the webhooks service's memory outside the V8 heap (Buffers) rose to 283 MiB and fell
+ *   back only minutes later — a 5-minute soak saw it move 13 % — and with 16 MB semi-spaces the
+ *   CPU difference was within the noise of paired runs.
+ * - `--no-allocation-site-pretenuring`. V8 had tenured the allocation sites of per-request
+ *   objects (protobuf's decoded strings, in the gateway and commerce): at 1,100 keyed orders/s
+ *   (--trace-gc-nvp) the gateway allocated 790–870 KB/s in the old space directly and commerce
+ *   1.1–1.3 MB/s; without pretenuring 170–200 and 620–640 KB/s, no full collection in 6-second
+ *   runs, CPU per order 5–15 % lower in both (`pnpm bench idempotency-cost`, A B A B). But with
+ *   full collections that rare, RSS became a slow sawtooth: in two 5-minute soaks at 300 orders/s
+ *   the gateway's last minute was 14 % below its first and webhooks' 13 % above (target 7: flat
+ *   within ±10 %); the same soak without the flag, +0.4 and +1.7 %.
+ * - The same with `--no-memory-reducer` (0c37601, reverted). Full collections are what set
+ *   scenario 2's tail (docs/design.md, "Targets"), and the pair cut them from 17 to 6 in 30 s
+ *   across gateway, commerce and webhooks at 1,391 keyed orders/s; `pnpm bench ingest-latency`,
+ *   alternating, three runs each: p99 ratio medians 1.55, 1.97, 2.42 against 2.88, 2.19, 2.78.
+ *   A soak run alone stayed flat (+1.3 to +4.2 %), but in full `pnpm bench` runs scenario 2
+ *   still failed (2.50 and 2.92 ×) and memory did not hold: with nothing shrinking the heap, the
+ *   young generation's doublings as load came (1 → 8 → 16 → 32 MB) and the old space's climb
+ *   to its limit were steps of RSS that stayed (soak: gateway +10 %, commerce +12 %, webhooks
+ *   +13 %). Adding `--min-semi-space-size=16` removed the steps under load (soak +3 to +5 %),
+ *   but an idle webhooks process then touched its 32 MB young generation page by page: +19 %
+ *   over scenario 5's 300 idle seconds (target: ≤ +10 %).
  */
-export const PART_NODE_FLAGS: readonly string[] = [
-  YOUNG_GENERATION_FLAG,
-  '--no-allocation-site-pretenuring',
-  '--no-memory-reducer',
-];
+export const PART_NODE_FLAGS: readonly string[] = [YOUNG_GENERATION_FLAG];
 export type ServiceName = (typeof SERVICES)[number];
 
 /** Offset of each service's port from the gateway's PORT, when its *_URL is not given. */

@@ -12,8 +12,7 @@
 // collection that also shrinks the young generation and returns free pages to the system
 // (LowMemoryNotification, reached through the in-process inspector's HeapProfiler.collectGarbage;
 // no port is opened). A part under load grows its young generation again as its allocation rate
-// asks; an idle one stays small from the start. Costs one full GC at start (~0.1 s). The parts run
-// without the memory reducer (kit/config PART_NODE_FLAGS), so this is the one time they shrink.
+// asks; an idle one stays small from the start. Costs one full GC at start (~0.1 s).
 import v8 from 'node:v8';
 
 export interface HeapSettled {
