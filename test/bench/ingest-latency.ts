@@ -4,7 +4,7 @@
 // rate, in interleaved rounds. Targets: p99 ≤ 2 × B1-full's p99 (median of the rounds' ratios),
 // p50 ≤ 5 ms (median of the rounds' p50). One webhook endpoint on `*` is delivering meanwhile.
 import { cpuPerUnitTable, pooledCpu } from './cpu.ts';
-import { CONNECTIONS, type IngestData, keyedMax, measure, ROUNDS, type Run, startBare } from './ingest.ts';
+import { CONNECTIONS, type IngestData, keyedMax, measure, type Run, startBare } from './ingest.ts';
 import {
   type Benchmark,
   type Check,
@@ -26,6 +26,13 @@ import { type LoadSpec, runLoad } from './load.ts';
 import { EventLog, startReceivers } from './receiver.ts';
 
 const SEC = Number(process.env.BENCH_LATENCY_SEC ?? 6);
+/**
+ * Five rounds, not the three the other scenarios run: a 6-second paced run's p99 is set by the
+ * few stalls that fall in it (a full collection in one part, a burst of the kernel writing back
+ * dirty pages, a slow minute of this VM), so one round's ratio ranged 0.4-9 × over a day's runs
+ * while most rounds gave 1-2.5 ×; with three rounds, two disturbed ones decided the median.
+ */
+const ROUNDS = Number(process.env.BENCH_LATENCY_ROUNDS ?? 5);
 const FRACTION = 0.5;
 const TARGET_P99_RATIO = 2;
 const TARGET_P50_MS = 5;
@@ -44,8 +51,8 @@ export const ingestLatency: Benchmark = {
   name: 'ingest-latency',
   target: 2,
   title: `Ingest latency at ${FRACTION * 100} % of the keyed maximum vs the bare server at the same rate`,
-  budgetMs: 150_000,
-  expectedSec: 70,
+  budgetMs: 180_000,
+  expectedSec: 95,
   async run(ctx) {
     const [receiver] = await startReceivers(1, 'ok', ctx.defer);
     const stack = await startBenchStack(ctx);
