@@ -13,6 +13,8 @@
 // Both modes start their clock only once the pool's connections are open and the request path
 // has run (warmUp): what is measured is the server, not this process starting.
 import { randomUUID } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { Pool } from 'undici';
 import type { LoadRequest, LoadSpec, LoadSummary, WorkerMessage } from './load.ts';
 
@@ -46,9 +48,21 @@ function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
 }
 
+/**
+ * BENCH_TIMELINE_DIR (an experiment knob, run.ts): each load writes `<dir>/<title>-<start>.txt`,
+ * one line per answered request, `<scheduled send, epoch ms> <latency ms>`, after a header line
+ * `# <CLOCK_MONOTONIC ms minus performance.now()> <performance.timeOrigin>` that lines it up
+ * with `perf sched record -k CLOCK_MONOTONIC` and with the parts' own timestamps. With it the
+ * slow requests of a paced run showed as clusters of 50–150, each at a full collection in one
+ * part or a burst of dirty-page write-back (docs/design.md, "Targets").
+ */
+const TIMELINE_DIR = process.env.BENCH_TIMELINE_DIR;
+
 /** Counters shared by both modes. */
 class Tally {
   latencies: number[] = [];
+  /** Scheduled send time and latency of each answered request, flat, when TIMELINE_DIR is set. */
+  timeline: number[] | undefined = TIMELINE_DIR ? [] : undefined;
   statusCodes: Record<string, number> = {};
   okByTag: Record<string, number> = {};
   ok = 0;
@@ -140,6 +154,7 @@ async function one(
       ex !== undefined,
     );
     t.latencies.push(performance.now() - from);
+    t.timeline?.push(from, performance.now() - from);
     t.statusCodes[res.status] = (t.statusCodes[res.status] ?? 0) + 1;
     if (res.status >= 200 && res.status < 300) {
       t.ok++;
@@ -164,6 +179,17 @@ async function one(
   }
 }
 
+function writeTimeline(spec: LoadSpec, t: Tally, startedAt: number): void {
+  if (!TIMELINE_DIR || !t.timeline) return;
+  const origin = performance.timeOrigin;
+  const lines = [`# ${(Number(process.hrtime.bigint()) / 1e6 - performance.now()).toFixed(3)} ${origin}`];
+  for (let i = 0; i < t.timeline.length; i += 2)
+    lines.push(`${(origin + t.timeline[i]!).toFixed(2)} ${t.timeline[i + 1]!.toFixed(2)}`);
+  mkdirSync(TIMELINE_DIR, { recursive: true });
+  const name = `${spec.title.replace(/[^\w.-]+/g, '_')}-${startedAt}.txt`;
+  writeFileSync(path.join(TIMELINE_DIR, name), `${lines.join('\n')}\n`);
+}
+
 function summary(
   spec: LoadSpec,
   t: Tally,
@@ -171,6 +197,7 @@ function summary(
   startedAt: number,
   durationSec: number,
 ): LoadSummary {
+  writeTimeline(spec, t, startedAt);
   const latencies = t.latencies.sort((a, b) => a - b);
   const r1 = (v: number) => Math.round(v * 10) / 10;
   return {

@@ -22,7 +22,9 @@
 // every process of the stack; BENCH_STACK_ENV="K=V,…" adds variables to every part of every
 // stack; BENCH_CONNECTIONS (ingest connections, default 32); BENCH_ROUNDS (default 3);
 // BENCH_BOUND_FACTOR scales every time bound; BENCH_SOAK_SEC / BENCH_BACKLOG_SEC shorten the two
-// 5-minute windows (the summary then says the target was not measured as specified).
+// 5-minute windows (the summary then says the target was not measured as specified);
+// BENCH_LATENCY_ROUNDS (scenario 2, default 5); BENCH_TIMELINE_DIR=/tmp/tl writes every load's
+// per-request send times and latencies there (load-worker.ts).
 import { execFileSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
