@@ -24,7 +24,8 @@
 // BENCH_BOUND_FACTOR scales every time bound; BENCH_SOAK_SEC / BENCH_BACKLOG_SEC shorten the two
 // 5-minute windows (the summary then says the target was not measured as specified);
 // BENCH_LATENCY_ROUNDS (scenario 2, default 5); BENCH_TIMELINE_DIR=/tmp/tl writes every load's
-// per-request send times and latencies there (load-worker.ts).
+// per-request send times and latencies there (load-worker.ts). Beside the scenarios,
+// `node test/bench/gc-per-request.ts` measures each part's garbage collector per request.
 import { execFileSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
