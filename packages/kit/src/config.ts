@@ -46,6 +46,14 @@ export const YOUNG_GENERATION_FLAG = '--max-semi-space-size=16';
  *   +13 %). Adding `--min-semi-space-size=16` removed the steps under load (soak +3 to +5 %),
  *   but an idle webhooks process then touched its 32 MB young generation page by page: +19 %
  *   over scenario 5's 300 idle seconds (target: ≤ +10 %).
+ * - `--no-allocation-site-pretenuring` with `--heap-growing-percent=35` or `=20` (a fixed old
+ *   generation limit over the live size, so rare full collections cannot let it grow far):
+ *   old-generation bytes per keyed order (test/bench/gc-per-request.ts) gateway 720 → 190,
+ *   commerce 525 → 60, webhooks 1,490 → 710; `pnpm bench ingest-latency`, alternating: medians
+ *   2.23 and 2.37 against 3.08 and 2.48. The soak's RSS still moved: gateway 0.87 and 0.92 of
+ *   its first minute, commerce 0.88 and 0.96, webhooks 1.02 and 1.08 (target 7 failed with 35),
+ *   as the first full collection of the soak, minutes in, shrank the young generation left
+ *   grown by the warm-up.
  */
 export const PART_NODE_FLAGS: readonly string[] = [YOUNG_GENERATION_FLAG];
 export type ServiceName = (typeof SERVICES)[number];
