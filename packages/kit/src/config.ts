@@ -54,6 +54,11 @@ export const YOUNG_GENERATION_FLAG = '--max-semi-space-size=16';
  *   its first minute, commerce 0.88 and 0.96, webhooks 1.02 and 1.08 (target 7 failed with 35),
  *   as the first full collection of the soak, minutes in, shrank the young generation left
  *   grown by the warm-up.
+ * - Pretenuring off only while a part boots (a preload turning it back on after 8 s): V8 makes
+ *   its tenure decisions at boot (docs/design.md, "Targets"), so this alone gives the numbers of
+ *   off-for-good above (gateway 180, commerce 59, webhooks 700 B per keyed order). Soak: gateway
+ *   0.91, commerce 0.96, webhooks 1.03 — a pass at the edge, for the same reason; not adopted
+ *   until the young generation's mid-soak shrink is dealt with.
  */
 export const PART_NODE_FLAGS: readonly string[] = [YOUNG_GENERATION_FLAG];
 export type ServiceName = (typeof SERVICES)[number];
