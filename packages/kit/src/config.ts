@@ -57,8 +57,10 @@ export const YOUNG_GENERATION_FLAG = '--max-semi-space-size=16';
  * - Pretenuring off only while a part boots (a preload turning it back on after 8 s): V8 makes
  *   its tenure decisions at boot (docs/design.md, "Targets"), so this alone gives the numbers of
  *   off-for-good above (gateway 180, commerce 59, webhooks 700 B per keyed order). Soak: gateway
- *   0.91, commerce 0.96, webhooks 1.03 — a pass at the edge, for the same reason; not adopted
- *   until the young generation's mid-soak shrink is dealt with.
+ *   0.91, commerce 0.96, webhooks 1.03 — a pass at the edge, for the same reason. In a full
+ *   `pnpm bench` (flag at start, `v8.setFlagsFromString('--allocation-site-pretenuring')` after
+ *   settleHeap): scenario 2 2.03× (FAIL), soak commerce 1.11× and webhooks 1.17× (FAIL: young
+ *   generations doubled under the soak's load and no full collection came to shrink them).
  */
 export const PART_NODE_FLAGS: readonly string[] = [YOUNG_GENERATION_FLAG];
 export type ServiceName = (typeof SERVICES)[number];
