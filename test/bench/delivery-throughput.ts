@@ -287,7 +287,7 @@ export const deliveryThroughput: Benchmark = {
       15_000,
       ctx.signal,
     );
-    const template = receivers[0]!.arrivals[0]?.body;
+    const template = logs[0]!.sampleBody;
     if (!template) throw new Error('no delivery arrived during the warm-up: nothing to drain');
 
     const drains: Drain[] = [];
