@@ -25,7 +25,8 @@
 // 5-minute windows (the summary then says the target was not measured as specified);
 // BENCH_LATENCY_ROUNDS (scenario 2, default 5); BENCH_TIMELINE_DIR=/tmp/tl writes every load's
 // per-request send times and latencies there (load-worker.ts). Beside the scenarios,
-// `node test/bench/gc-per-request.ts` measures each part's garbage collector per request.
+// `node test/bench/gc-per-request.ts` measures each part's garbage collector per request, and
+// `node test/bench/ab-latency.ts` compares scenario 2's tail for two settings side by side.
 import { execFileSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
