@@ -106,6 +106,11 @@ export const baseEnvSchema = z.object({
    * holds events to publish them together (kit/outbox.ts); `0ms` publishes each at once.
    */
   EVENT_PUBLISH_LINGER: duration.default(10),
+  /**
+   * Under load, how long after a publish the relay may hold events when fewer than a batch
+   * (kit/outbox LINGER_BATCH_EVENTS) came within EVENT_PUBLISH_LINGER; at most that means never.
+   */
+  EVENT_PUBLISH_LINGER_MAX: duration.default(25),
 });
 export type BaseEnv = z.infer<typeof baseEnvSchema>;
 

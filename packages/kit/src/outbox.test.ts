@@ -17,6 +17,7 @@ import { createEventPublisher, ensureStream, type StreamNames, streamNames } fro
 import {
   appendEvent,
   insertWithEvent,
+  LINGER_BATCH_EVENTS,
   type NewEvent,
   OUTBOX_SEQ_HEADER,
   outboxEntry,
@@ -534,6 +535,52 @@ describe('outbox relay', () => {
       // …and sent in the same turn.
       expect(Math.max(...times) - Math.min(...times)).toBeLessThan(1);
       await until('all 65 in the stream', async () => (await streamEventCount()) === before + 65);
+    });
+
+    /** A burst that starts the rate (published at once, nothing came before), and when it went. */
+    async function startLoad(at: Map<string, number>, r: Relay) {
+      const burst = rows(60);
+      r.publish(burst);
+      await until('the burst published', async () => burst.every((row) => at.has(row.eventId)));
+      return Math.min(...burst.map((row) => at.get(row.eventId)!));
+    }
+
+    it(`under load, fewer than ${LINGER_BATCH_EVENTS} events wait past lingerMs for more, up to lingerMaxMs`, async () => {
+      const { js, at } = timedPublisher();
+      const r = relay({ js, lingerMs: 100, lingerMaxMs: 400 });
+      const first = await startLoad(at, r);
+      const few = rows(LINGER_BATCH_EVENTS - 1);
+      for (const row of few) {
+        r.publish([row]);
+        await pause(5);
+      }
+      await until('the few published', async () => few.every((row) => at.has(row.eventId)), {
+        timeoutMs: 3_000,
+      });
+      const times = few.map((row) => at.get(row.eventId)!);
+      // Not at lingerMs (100): held to lingerMaxMs after the burst went (2 ms for rounding)…
+      expect(Math.min(...times)).toBeGreaterThanOrEqual(first + 398);
+      // …and sent in the same turn.
+      expect(Math.max(...times) - Math.min(...times)).toBeLessThan(1);
+    });
+
+    it(`under load, ${LINGER_BATCH_EVENTS} events go together once lingerMs passed, without waiting for lingerMaxMs`, async () => {
+      const { js, at } = timedPublisher();
+      const r = relay({ js, lingerMs: 150, lingerMaxMs: 5_000 });
+      const first = await startLoad(at, r);
+      const batch = rows(LINGER_BATCH_EVENTS);
+      for (const row of batch) {
+        r.publish([row]);
+        await pause(2);
+      }
+      await until('the batch published', async () => batch.every((row) => at.has(row.eventId)), {
+        timeoutMs: 3_000,
+      });
+      const times = batch.map((row) => at.get(row.eventId)!);
+      expect(Math.min(...times)).toBeGreaterThanOrEqual(first + 148);
+      expect(Math.max(...times) - Math.min(...times)).toBeLessThan(1);
+      // The batch filled within ~30 ms of its first event: far from the 5 s lingerMaxMs.
+      expect(Math.max(...times)).toBeLessThan(first + 2_000);
     });
   });
 });

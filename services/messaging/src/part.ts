@@ -26,6 +26,7 @@ export async function startMessaging(env: Env, log: Logger): Promise<StartedPart
     names,
     log,
     lingerMs: env.EVENT_PUBLISH_LINGER,
+    lingerMaxMs: env.EVENT_PUBLISH_LINGER_MAX,
   });
   const keys = createKeyStore(database.db, idempotencyKeys);
   const server = await startConnectServer({
