@@ -3,7 +3,7 @@
 // when run alone), evenly paced, against the bare one-statement server (B1-full) at the same
 // rate, in interleaved rounds. Targets: p99 ≤ 2 × B1-full's p99 (median of the rounds' ratios),
 // p50 ≤ 5 ms (median of the rounds' p50). One webhook endpoint on `*` is delivering meanwhile.
-import { cpuPerUnitTable, pooledCpu } from './cpu.ts';
+import { type CpuReport, cpuPerUnitTable, pooledCpu } from './cpu.ts';
 import { CONNECTIONS, type IngestData, keyedMax, measure, type Run, startBare } from './ingest.ts';
 import {
   type Benchmark,
@@ -47,6 +47,11 @@ const TARGET_P50_MS = 5;
  */
 const WARM_SEC = 15;
 
+/** Milliseconds of the whole machine's CPU per request at `perSec` requests a second. */
+function machineCostMs(cpu: CpuReport | null | undefined, perSec: number | null | undefined): number | null {
+  return cpu && perSec ? (cpu.machineBusyCores / perSec) * 1000 : null;
+}
+
 export const ingestLatency: Benchmark = {
   name: 'ingest-latency',
   target: 2,
@@ -81,12 +86,23 @@ export const ingestLatency: Benchmark = {
     const source = max
       ? 'the ingest scenario of this run (median keyed 2xx/s)'
       : 'measured here, 5 s closed loop';
+    /** The machine's CPU at the keyed maximum, per keyed order: what `costRatio` divides by. */
+    let saturationCost: number | null = fromIngest
+      ? median(
+          fromIngest.runs.filter((x) => x.kind === 'key').map((x) => machineCostMs(x.cpu, x.load.okPerSec)),
+        )
+      : null;
     if (!max) {
       ctx.log('ingest-latency: measuring the keyed maximum, 5 s');
-      const probe = await runLoad(keyed(stack.baseUrl, account!.secretKey, 'probe', 'max', 5), {
-        signal: ctx.signal,
-      });
-      max = probe.okPerSec;
+      const probe = await measure(
+        ctx,
+        stack,
+        'key',
+        0,
+        keyed(stack.baseUrl, account!.secretKey, 'probe', 'max', 5),
+      );
+      max = probe.load.okPerSec;
+      saturationCost = machineCostMs(probe.cpu, max);
     }
     if (!max || max < 10) throw new Error(`the keyed maximum is ${max} 2xx/s: nothing to pace at`);
     const rate = Math.max(1, Math.round(max * FRACTION));
@@ -160,6 +176,15 @@ export const ingestLatency: Benchmark = {
       projectCpu && bareCpu
         ? `machine busy: ${projectCpu.machineBusyCores} of ${projectCpu.cores} cores with the project, ${bareCpu.machineBusyCores} with the bare server (mean over the rounds)`
         : undefined;
+    // The load at half the maximum is about ½ · (cores busy at the maximum ÷ cores) · this
+    // ratio: only work that half load pays and saturation does not moves it (docs/design.md,
+    // "Targets"), so it is the steady number to judge a change to the tail by.
+    const halfCost = machineCostMs(projectCpu, rate);
+    const costRatio = halfCost !== null && saturationCost ? halfCost / saturationCost : null;
+    const costNote =
+      costRatio !== null
+        ? `machine CPU per keyed order: ${round(halfCost, 2)} ms at ${rate}/s, ${round(saturationCost, 2)} ms at the keyed maximum: ${round(costRatio, 2)} ×`
+        : undefined;
     const checks: Check[] = [
       {
         label: `p99 ms at ${rate}/s vs B1-full`,
@@ -215,6 +240,7 @@ export const ingestLatency: Benchmark = {
           `p99 ratio per round: ${ratios.map((v) => round(v, 2) ?? '–').join(', ')} → median ${round(p99Ratio, 2) ?? '–'}`,
           'latency counts from each request’s scheduled send time (no coordinated omission)',
           ...(busyNote ? [busyNote] : []),
+          ...(costNote ? [costNote] : []),
           ...(behind.length
             ? [`the project fell behind the schedule in round(s) ${behind.map((x) => x.round).join(', ')}`]
             : []),
@@ -249,6 +275,7 @@ export const ingestLatency: Benchmark = {
         seconds: SEC,
         runs,
         p99Ratios: ratios,
+        machineCostMs: { halfLoad: halfCost, saturation: saturationCost, ratio: costRatio },
       },
     };
   },
