@@ -26,6 +26,18 @@
 // after a crash. Results stay single either way: every record is guarded by
 // `attempts = n - 1 and status = 'pending'` (record.ts).
 //
+// Finding rows by id. Claims and records name their deliveries by id, with the status and lease
+// each must still have. Written with `=`, those two would let the planner reach the rows through
+// the partial index of pending deliveries (deliveries_due_idx) instead of the primary key, and it
+// does when its statistics say few are pending: a new table, one not analyzed since a backlog
+// built up (autovacuum off, or under its threshold on a large table), or simply because fan-out
+// gives thousands of deliveries the same next_attempt_at. Each claim of 32 then walked every
+// pending row, once per claimed row: 240 ms per claim with 10,000 pending, and a drain of 16,000
+// deliveries bound by PostgreSQL (`pnpm bench delivery-throughput`). So these statements say
+// `is not distinct from` (the same test on these non-null values, but no index matches it), and
+// the primary key is the only index left to find their rows: the cost of a claim no longer grows
+// with the backlog, whatever the statistics (test: claim-plan.test.ts).
+//
 // per_resource ordering (docs/api.md "Ordered delivery"): a delivery with an ordering key is
 // never started from what fan-out read; claimOrdered decides, in PostgreSQL and under a lock per
 // endpoint and resource, whether it goes now or is held behind an earlier change (lower outbox
@@ -53,7 +65,7 @@
 import { type Db, executeNamed } from '@mcs/kit/db';
 import type { Logger } from '@mcs/kit/log';
 import { endSpan, SpanKind, tracer, tracing } from '@mcs/kit/tracing';
-import { sql } from 'drizzle-orm';
+import { type SQL, sql } from 'drizzle-orm';
 import type { AttemptTarget, QueuedDelivery } from '../domain/fanout.ts';
 import type { SecretBox } from '../domain/secrets.ts';
 import { countOutcome, observeAttempt } from '../metrics.ts';
@@ -122,6 +134,47 @@ const CLAIM_AHEAD = 32;
  * whose statement began at pause epoch `epoch` (see `pauses`).
  */
 type Waiting = QueuedDelivery & { claimed?: boolean; epoch?: number };
+
+/**
+ * The claim of deliveries `items`, each by id and the lease it must still hold: moves the lease
+ * of each unordered one to `lease` (or to its endpoint's pause, when paused at `now`) and reads
+ * its target; names those with an ordering key (`keyed`), for claimOrdered. Rows are found by
+ * id whatever the statistics (header, "Finding rows by id").
+ *
+ * Outer joins: a delivery whose endpoint was deleted (or whose event row is missing) is still
+ * claimed, and then skipped rather than left pending for the poller forever. One of an endpoint
+ * paused by a Retry-After is moved to the pause's end instead (not claimed). One with an
+ * ordering key is left as it is and named: claimOrdered takes it.
+ */
+export function claimStatement(
+  items: ReadonlyArray<Pick<QueuedDelivery, 'deliveryId' | 'lease'>>,
+  now: Date,
+  lease: Date,
+): SQL {
+  return sql`
+    with input as (
+      select * from unnest(${sql.param(items.map((i) => i.deliveryId))}::text[],
+                           ${sql.param(items.map((i) => i.lease))}::timestamptz[]) as t(id, lease)
+    ), c as (
+      update webhooks.deliveries d
+         set next_attempt_at = coalesce(
+               (select p.paused_until from webhooks.endpoints p
+                 where p.id = d.endpoint_id and p.paused_until > ${now}::timestamptz), ${lease}::timestamptz)
+        from input i
+       where d.id = i.id and d.status is not distinct from 'pending'
+         and d.next_attempt_at is not distinct from i.lease and d.ordering_key is null
+      returning d.id, d.attempts, d.schedule_start, d.endpoint_id, d.event_id,
+                d.next_attempt_at <> ${lease}::timestamptz as paused)
+    select c.id, c.attempts, c.schedule_start, c.event_id, null as ordering_key, c.paused, e.url,
+           e.secret_sealed, e.status as endpoint_status, e.max_rate, ev.body, false as keyed
+      from c left join webhooks.endpoints e on e.id = c.endpoint_id
+             left join webhooks.events ev on ev.id = c.event_id
+    union all
+    select d.id, 0, 0, d.event_id, d.ordering_key, false, null, null, null, null, null, true
+      from webhooks.deliveries d join input i on i.id = d.id
+     where d.ordering_key is not null and d.status is not distinct from 'pending'
+       and d.next_attempt_at is not distinct from i.lease`;
+}
 
 export function createEngine(opts: EngineOptions): Engine {
   const { db, log } = opts;
@@ -463,32 +516,7 @@ export function createEngine(opts: EngineOptions): Engine {
     const rest = ordered.length === 0 ? items : items.filter((i) => !i.ordered);
     let rows: ClaimedRow[] = [];
     if (rest.length > 0) {
-      // Outer joins: a delivery whose endpoint was deleted (or whose event row is missing) is
-      // still claimed, and then skipped rather than left pending for the poller forever. One of
-      // an endpoint paused by a Retry-After is moved to the pause's end instead (not claimed).
-      // One with an ordering key is left as it is and named: claimOrdered takes it.
-      const result = await db.execute<ClaimedRow & { keyed: boolean }>(sql`
-        with input as (
-          select * from unnest(${sql.param(rest.map((i) => i.deliveryId))}::text[],
-                               ${sql.param(rest.map((i) => i.lease))}::timestamptz[]) as t(id, lease)
-        ), c as (
-          update webhooks.deliveries d
-             set next_attempt_at = coalesce(
-                   (select p.paused_until from webhooks.endpoints p
-                     where p.id = d.endpoint_id and p.paused_until > ${now}::timestamptz), ${lease}::timestamptz)
-            from input i
-           where d.id = i.id and d.status = 'pending' and d.next_attempt_at = i.lease
-             and d.ordering_key is null
-          returning d.id, d.attempts, d.schedule_start, d.endpoint_id, d.event_id,
-                    d.next_attempt_at <> ${lease}::timestamptz as paused)
-        select c.id, c.attempts, c.schedule_start, c.event_id, null as ordering_key, c.paused, e.url,
-               e.secret_sealed, e.status as endpoint_status, e.max_rate, ev.body, false as keyed
-          from c left join webhooks.endpoints e on e.id = c.endpoint_id
-                 left join webhooks.events ev on ev.id = c.event_id
-        union all
-        select d.id, 0, 0, d.event_id, d.ordering_key, false, null, null, null, null, null, true
-          from webhooks.deliveries d join input i on i.id = d.id
-         where d.ordering_key is not null and d.status = 'pending' and d.next_attempt_at = i.lease`);
+      const result = await db.execute<ClaimedRow & { keyed: boolean }>(claimStatement(rest, now, lease));
       const keyed = new Set(result.rows.filter((r) => r.keyed).map((r) => r.id));
       rows = result.rows.filter((r) => !r.keyed);
       if (keyed.size > 0) for (const i of rest) if (keyed.has(i.deliveryId)) ordered.push(i);
@@ -539,7 +567,7 @@ export function createEngine(opts: EngineOptions): Engine {
     if (skip.length > 0) {
       await db.execute(sql`
         update webhooks.deliveries set status = 'skipped', next_attempt_at = null
-         where id = any(${sql.param(skip)}::text[]) and status = 'pending'`);
+         where id = any(${sql.param(skip)}::text[]) and status is not distinct from 'pending'`);
     }
     return claimed;
   }
@@ -605,7 +633,8 @@ export function createEngine(opts: EngineOptions): Engine {
                  (select p.paused_until from webhooks.endpoints p
                    where p.id = d.endpoint_id and p.paused_until > ${now}::timestamptz) as paused_until
             from webhooks.deliveries d join input i on i.id = d.id
-           where d.status = 'pending' and d.next_attempt_at = i.lease and d.ordering_key is not null
+           where d.status is not distinct from 'pending' and d.next_attempt_at is not distinct from i.lease
+             and d.ordering_key is not null
         ), w as (
           select s.*, s.missing and s.created_at > ${waitedSince}::timestamptz as waiting from s
         ), c as (
@@ -618,7 +647,8 @@ export function createEngine(opts: EngineOptions): Engine {
                  ordering_lease = case when w.held or w.waiting or w.paused_until is not null then null
                                        else ${lease}::timestamptz end
             from w, input i
-           where d.id = w.id and i.id = d.id and d.status = 'pending' and d.next_attempt_at = i.lease
+           where d.id = w.id and i.id = d.id and d.status is not distinct from 'pending'
+             and d.next_attempt_at is not distinct from i.lease
           returning d.id, d.attempts, d.schedule_start, d.endpoint_id, d.event_id, d.ordering_key,
                     w.held or w.waiting or w.paused_until is not null as paused,
                     case when w.missing and not (w.held or w.waiting or w.paused_until is not null)

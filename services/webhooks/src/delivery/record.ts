@@ -10,7 +10,7 @@
 import { type Db, executeNamed, type Tx } from '@mcs/kit/db';
 import { newId } from '@mcs/kit/ids';
 import type { Logger } from '@mcs/kit/log';
-import { and, eq, isNull, lte, sql } from 'drizzle-orm';
+import { and, eq, isNull, lte, type SQL, sql } from 'drizzle-orm';
 import { endpoints } from '../db/schema.ts';
 import type { QueuedDelivery } from '../domain/fanout.ts';
 import {
@@ -247,14 +247,11 @@ export async function recordAttempt(
 }
 
 /**
- * Records successful attempts `list` in ONE statement; returns the delivery ids it recorded.
- * Those it did not (skipped or recorded meanwhile) need recordAttempt.
+ * The record of successful attempts `list`, found by id whatever the statistics (engine.ts,
+ * "Finding rows by id"); answers the ids it recorded.
  */
-export async function recordSuccesses(db: Db, list: readonly Attempted[], now: Date): Promise<Set<string>> {
-  const rows = await executeNamed<{ id: string }>(
-    db,
-    'mcs_record_successes',
-    sql`
+export function successesStatement(list: readonly Attempted[], now: Date): SQL {
+  return sql`
     with input as (
       select * from unnest(
         ${sql.param(list.map((a) => a.deliveryId))}::text[],
@@ -268,7 +265,7 @@ export async function recordSuccesses(db: Db, list: readonly Attempted[], now: D
       update webhooks.deliveries d
          set status = 'succeeded', attempts = i.number, last_attempt_at = ${now}, next_attempt_at = null
         from input i
-       where d.id = i.id and d.attempts = i.number - 1 and d.status = 'pending'
+       where d.id = i.id and d.attempts = i.number - 1 and d.status is not distinct from 'pending'
       returning d.id, d.endpoint_id
     ), a as (
       insert into webhooks.attempts (delivery_id, number, at, status_code, error, latency_ms, response_excerpt)
@@ -277,9 +274,17 @@ export async function recordSuccesses(db: Db, list: readonly Attempted[], now: D
       update webhooks.endpoints set failing_since = null, last_error = null, warned_at = null
        where id in (select endpoint_id from d) and failing_since is not null
     )
-    select id from d`,
-    { rows: list.length },
-  );
+    select id from d`;
+}
+
+/**
+ * Records successful attempts `list` in ONE statement; returns the delivery ids it recorded.
+ * Those it did not (skipped or recorded meanwhile) need recordAttempt.
+ */
+export async function recordSuccesses(db: Db, list: readonly Attempted[], now: Date): Promise<Set<string>> {
+  const rows = await executeNamed<{ id: string }>(db, 'mcs_record_successes', successesStatement(list, now), {
+    rows: list.length,
+  });
   return new Set(rows.map((r) => r.id));
 }
 
