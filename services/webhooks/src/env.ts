@@ -8,6 +8,12 @@ const schema = baseEnvSchema.extend({
    * long a delivery whose process died waits before another takes it (delivery/engine.ts).
    */
   WEBHOOK_LEASE_MARGIN: duration.default(5_000),
+  /**
+   * How long a successful attempt waits to be recorded with others in one statement
+   * (delivery/record.ts createSuccessLog; 0: each at once). One an ordered delivery's next change
+   * waits on is recorded within 20 ms (or this, if shorter).
+   */
+  WEBHOOK_RECORD_WINDOW: duration.default(60),
   WEBHOOK_RETRY_SCHEDULE: z
     .string()
     .default('30s,5m,30m,2h,24h')

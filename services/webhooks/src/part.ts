@@ -78,6 +78,7 @@ export async function startWebhooks(env: Env, log: Logger): Promise<StartedPart>
     warnAfterMs: env.WEBHOOK_WARN_AFTER,
     timeoutMs: env.WEBHOOK_TIMEOUT,
     leaseMarginMs: env.WEBHOOK_LEASE_MARGIN,
+    groupCommitMs: env.WEBHOOK_RECORD_WINDOW,
     concurrency: env.WEBHOOK_CONCURRENCY,
     perEndpoint: env.WEBHOOK_ENDPOINT_CONCURRENCY,
     orderingWaitMs: env.WEBHOOK_ORDERING_WAIT,

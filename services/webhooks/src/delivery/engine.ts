@@ -92,7 +92,7 @@ export interface EngineOptions {
   /** An attempt in flight this long moves to the slow lane; default min(1 s, timeoutMs / 2). */
   slowAfterMs?: number;
   pollMs?: number;
-  /** How long successes wait to be recorded together (record.ts); default 20 ms, 0: each at once. */
+  /** How long successes wait to be recorded together (record.ts); default 60 ms, 0: each at once. */
   groupCommitMs?: number;
   /**
    * Called once a Retry-After pause of an endpoint committed, with its end: main.ts tells the
@@ -259,7 +259,7 @@ export function createEngine(opts: EngineOptions): Engine {
     db,
     log,
     clock,
-    windowMs: opts.groupCommitMs ?? 20,
+    ...(opts.groupCommitMs === undefined ? {} : { windowMs: opts.groupCommitMs }),
     single: async (a) => {
       await recordAttempt(db, policy, a, clock()).catch((err) =>
         log.error(
