@@ -1,9 +1,10 @@
 // Where the CPU went during a measurement: per process group, from /proc (Linux), in cores
 // (1.0 = one core busy for the whole window). Our processes are the runner's descendants, told
 // apart by their entry file; PostgreSQL backends of the benchmark's database are told from the
-// rest of the server by their process title. Everything else on the machine is "other", which
+// rest of the server by their process title, and named by the process they serve
+// (`postgres: commerce`: the client port in that title is one of its sockets). Everything else on the machine is "other", which
 // shows when a measurement was disturbed (another test run, a compiler).
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import type { Stack } from '@mcs/testkit';
 import { round, type Table } from './lib.ts';
 
@@ -98,11 +99,73 @@ function classify(
     return `runner child ${script ? script.split('/').slice(-2).join('/') : p.comm}`;
   }
   if (p.comm === 'postgres' || p.comm.startsWith('postgres')) {
-    if (database && cmdline(p.pid).includes(database)) return 'postgres (bench db)';
+    if (database && cmdline(p.pid).includes(database)) return BENCH_DB;
     return 'postgres (server)';
   }
   if (p.comm === 'nats-server') return 'nats-server';
   return 'other';
+}
+
+/** Local TCP port of each socket inode, from /proc/net/tcp and tcp6 (this network namespace). */
+function portsByInode(): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n').slice(1)) {
+      // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+      const cols = line.trim().split(/\s+/);
+      if (cols.length > 9) out.set(cols[9]!, Number.parseInt(cols[1]!.split(':')[1]!, 16));
+    }
+  }
+  return out;
+}
+
+/** The local TCP ports of `pid`'s open sockets. */
+function localPorts(pid: number, byInode: Map<string, number>): number[] {
+  const ports: number[] = [];
+  let fds: string[];
+  try {
+    fds = readdirSync(`/proc/${pid}/fd`);
+  } catch {
+    return ports;
+  }
+  for (const fd of fds) {
+    try {
+      const inode = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`))?.[1];
+      const port = inode === undefined ? undefined : byInode.get(inode);
+      if (port !== undefined) ports.push(port);
+    } catch {}
+  }
+  return ports;
+}
+
+const BENCH_DB = 'postgres (bench db)';
+
+/**
+ * Names each backend of the bench database by the process whose connection it serves
+ * (`postgres: commerce`, `postgres: webhooks`, `postgres: bare server`): a backend's title
+ * carries its client's address and port, and the client's socket is among that process's fds.
+ * `groups` maps pid → group; backends whose client is not found keep BENCH_DB.
+ */
+function nameBackends(groups: Map<number, string>): void {
+  const backends = [...groups].filter(([, g]) => g === BENCH_DB);
+  if (backends.length === 0) return;
+  const byInode = portsByInode();
+  const owner = new Map<number, string>();
+  for (const [pid, g] of groups) {
+    if (g.startsWith('postgres') || g === 'nats-server' || g === 'other') continue;
+    for (const port of localPorts(pid, byInode)) owner.set(port, g);
+  }
+  for (const [pid] of backends) {
+    const port = /\((\d+)\)/.exec(cmdline(pid))?.[1];
+    const g = port === undefined ? undefined : owner.get(Number(port));
+    if (g) groups.set(pid, `postgres: ${g}`);
+  }
 }
 
 function machineTicks(): { busy: number; total: number } {
@@ -140,13 +203,18 @@ export function cpuWindow(database?: string, stackPrefix?: string): { end(): Cpu
       const machine = machineTicks();
       const windowSec = (t - start.t) / 1000;
       const byGroup: Record<string, number> = {};
+      const deltas = new Map<number, number>();
+      const groups = new Map<number, string>();
       for (const p of procs.values()) {
         const before = start.procs.get(p.pid);
         const delta = p.ticks - (before && before.comm === p.comm ? before.ticks : 0);
         if (delta <= 0) continue;
-        const g = classify(p, procs, database, stackPrefix);
-        byGroup[g] = (byGroup[g] ?? 0) + delta / TICKS_PER_SEC / windowSec;
+        deltas.set(p.pid, delta);
+        groups.set(p.pid, classify(p, procs, database, stackPrefix));
       }
+      nameBackends(groups);
+      for (const [pid, g] of groups)
+        byGroup[g] = (byGroup[g] ?? 0) + deltas.get(pid)! / TICKS_PER_SEC / windowSec;
       const cores = readFileSync('/proc/cpuinfo', 'utf8').match(/^processor\s*:/gm)?.length ?? 1;
       const machineBusyCores =
         ((machine.busy - start.machine.busy) / (machine.total - start.machine.total || 1)) * cores;
@@ -222,7 +290,7 @@ export function cpuPerUnitTable(
   );
   const serverSum = (r: (typeof runs)[number]) =>
     Object.entries(r.cpu?.byGroup ?? {})
-      .filter(([g]) => !NOT_SERVER.has(g))
+      .filter(([g]) => !NOT_SERVER.has(g) && !NOT_SERVER.has(g.replace(/^postgres: /, '')))
       .reduce((s, [, v]) => s + v, 0);
   return {
     title,
