@@ -5,10 +5,10 @@
 //   3. Each service (`node services/<name>/src/main.ts`), one after the other, each waited for
 //      until it is ready; then the gateway (`node gateway/src/main.ts`).
 //      With MCS_ONE_PROCESS=true (a flag like the others: true/false/1/0; anything else stops
-//      start-up with exit 1) instead one Node part, `mcs` (`node scripts/one-process.ts`, which
-//      says how), that runs the four services and the gateway in one process; the services still
-//      listen on their ports (checked free below like always). It is supervised and stopped like
-//      the gateway. Opt-in for a small machine (docs/operations.md, "One process"); the default
+//      start-up with exit 1) instead the webhooks service, then one Node part, `mcs` (`node
+//      scripts/one-process.ts`, which says how and why), that runs the accounts, commerce and
+//      messaging services and the gateway in one process; the services still listen on their
+//      ports (checked free below like always). `mcs` is supervised and stopped like the gateway. Opt-in for a small machine (docs/operations.md, "One process"); the default
 //      stays a process per part (CONTRACT §1).
 //
 // Every child runs in its own process group with its output prefixed by `[name]`. SIGINT/SIGTERM
@@ -92,7 +92,7 @@ interface Part {
 let postgres: Part | undefined;
 let nats: Part | undefined;
 const services: Part[] = [];
-/** The gateway, or with MCS_ONE_PROCESS the `mcs` part (every service too, `services` empty). */
+/** The gateway, or with MCS_ONE_PROCESS the `mcs` part (the services but webhooks too). */
 let gateway: Part | undefined;
 /** Up: exits are crashes to restart from now on (during start-up they are fatal). */
 let supervising = false;
@@ -361,7 +361,12 @@ async function main(): Promise<void> {
   }
 
   if (oneProcess) {
-    log.info('MCS_ONE_PROCESS: the services and the gateway run in one process, mcs');
+    log.info(
+      'MCS_ONE_PROCESS: the gateway and the accounts, commerce and messaging services run in one process, mcs; webhooks in its own',
+    );
+    const webhooks = nodePart('webhooks', join('services', 'webhooks', 'src', 'main.ts'), env);
+    services.push(webhooks);
+    await first(webhooks);
     gateway = nodePart('mcs', join('scripts', 'one-process.ts'), env);
   } else {
     for (const name of SERVICES) {

@@ -46,7 +46,7 @@ function cmdline(pid: number): string {
   }
 }
 
-/** Every part in one process (MCS_ONE_PROCESS=true). */
+/** The gateway, accounts, commerce and messaging in one process (MCS_ONE_PROCESS=true). */
 export const ONE_PROCESS_PART = 'mcs (one process)';
 const STACK_PARTS = new Set(['gateway', 'commerce', 'webhooks', 'accounts', 'messaging', ONE_PROCESS_PART]);
 

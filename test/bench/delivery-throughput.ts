@@ -255,8 +255,6 @@ async function bareRound(
 
 export const deliveryThroughput: Benchmark = {
   name: 'delivery-throughput',
-  perPartOnly:
-    'it freezes the webhooks service (SIGSTOP) to build its backlog while the gateway takes orders',
   target: 4,
   title: `Delivery throughput: ${ENDPOINTS} endpoints draining a standing backlog vs the bare pipeline`,
   budgetMs: 240_000,

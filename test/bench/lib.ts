@@ -60,19 +60,15 @@ export interface BenchResult {
 }
 
 /**
- * `MCS_ONE_PROCESS=true pnpm bench`: every stack runs its parts in one process, as
- * `MCS_ONE_PROCESS=true pnpm start` does (scripts/one-process.ts); the default is a process per part.
+ * `MCS_ONE_PROCESS=true pnpm bench`: every stack runs the gateway, accounts, commerce and messaging
+ * in one process and webhooks in its own, as `MCS_ONE_PROCESS=true pnpm start` does
+ * (scripts/one-process.ts); the default is a process per part.
  */
 export const ONE_PROCESS = booleanFlag.parse(process.env.MCS_ONE_PROCESS ?? 'false');
 
 export interface Benchmark {
   name: string;
   title: string;
-  /**
-   * Why it cannot run with every part in one process (MCS_ONE_PROCESS=true): it stops or kills
-   * one part while the others go on.
-   */
-  perPartOnly?: string;
   /** Hard bound of the whole benchmark, stack start and clean-up included. */
   budgetMs: number;
   /** Roughly how long it takes, for `--list`. */
@@ -180,7 +176,9 @@ export async function startBenchStack(ctx: BenchContext, env: Record<string, str
     const i = pair.indexOf('=');
     if (i > 0) extra[pair.slice(0, i).trim()] = pair.slice(i + 1).trim();
   }
-  const started = startStack({ env: { ...BENCH_ENV, ...extra, ...env }, oneProcess: ONE_PROCESS });
+  // One stack of a comparison may run as one process (ab-latency: AB_B="MCS_ONE_PROCESS=true").
+  const oneProcess = ONE_PROCESS || booleanFlag.parse(env.MCS_ONE_PROCESS ?? 'false');
+  const started = startStack({ env: { ...BENCH_ENV, ...extra, ...env }, oneProcess });
   // Registered before awaiting: a stack that finishes starting after a time-out is still stopped.
   ctx.defer('stop the stack', async () => {
     const stack = await started.catch(() => undefined);

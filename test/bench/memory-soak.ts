@@ -46,7 +46,9 @@ const WARM_SEC = 20;
 const SAMPLE_SEC = 5;
 const MAX_RATE = Number(process.env.BENCH_SOAK_RATE ?? 300);
 const TARGET = 0.1;
-const PARTS = ONE_PROCESS ? [ONE_PROCESS_PART] : ['gateway', 'accounts', 'commerce', 'messaging', 'webhooks'];
+const PARTS = ONE_PROCESS
+  ? [ONE_PROCESS_PART, 'webhooks']
+  : ['gateway', 'accounts', 'commerce', 'messaging', 'webhooks'];
 
 interface Sample {
   t: number;

@@ -280,7 +280,6 @@ async function prepare(stack: Stack, receiverUrl: string, name: string): Promise
 
 export const retryBacklog: Benchmark = {
   name: 'retry-backlog',
-  perPartOnly: 'it measures the webhooks process on its own (idle CPU, RSS) and restarts it',
   target: 5,
   title: `Retry backlog: ${BACKLOG.toLocaleString('en-US')} deliveries scheduled ahead vs none, idle for ${WINDOW_SEC} s`,
   budgetMs: (WINDOW_SEC + 240) * 1000,

@@ -8,10 +8,9 @@
 //   pnpm bench                      the seven scenarios (≤ 15 min; two 5-minute windows overlap)
 //   pnpm bench ingest memory-soak   only these
 //   pnpm bench --list               their names, targets and durations
-//   MCS_ONE_PROCESS=true pnpm bench  the same with every part in one process (scripts/one-process.ts),
-//                                   as `MCS_ONE_PROCESS=true pnpm start` runs them: all but the two
-//                                   that stop or kill the webhooks process alone (delivery-throughput,
-//                                   retry-backlog); their table goes to .data/bench/latest-one-process.*
+//   MCS_ONE_PROCESS=true pnpm bench  the same with the API's parts in one process and webhooks in
+//                                   its own (scripts/one-process.ts), as `MCS_ONE_PROCESS=true pnpm
+//                                   start` runs them; the table goes to .data/bench/latest-one-process.*
 //
 // Each scenario has a hard time bound: past it, its load is stopped and everything it started
 // (stacks, receivers, servers, load generators) is cleaned up; the others still run. A scenario
@@ -184,22 +183,13 @@ function parseArgs(argv: string[]): Benchmark[] {
     process.exit(2);
   }
   const names = argv;
-  if (names.length === 0) return ONE_PROCESS ? SCENARIOS.filter((b) => !b.perPartOnly) : SCENARIOS;
+  if (names.length === 0) return SCENARIOS;
   const unknown = names.filter((n) => !ALL.some((b) => b.name === n));
   if (unknown.length > 0) {
     process.stderr.write(`unknown benchmark: ${unknown.join(', ')}\n${usage()}\n`);
     process.exit(2);
   }
-  const chosen = ALL.filter((b) => names.includes(b.name));
-  const perPart = ONE_PROCESS ? chosen.filter((b) => b.perPartOnly) : [];
-  if (perPart.length > 0) {
-    process.stderr.write(
-      perPart.map((b) => `${b.name} needs a process per part: ${b.perPartOnly}\n`).join('') +
-        'run it without MCS_ONE_PROCESS=true\n',
-    );
-    process.exit(2);
-  }
-  return chosen;
+  return ALL.filter((b) => names.includes(b.name));
 }
 
 /** The code measured: HEAD, and whether the tree had changes. */
@@ -366,7 +356,7 @@ async function main(): Promise<number> {
     `PostgreSQL ${machine.postgres ?? '?'}; speed: calibration loop ${speedAtStart} ms at the start, ` +
     `${speedAtEnd} ms at the end (lower is faster)`;
   const modeLine = ONE_PROCESS
-    ? 'stack: every part in one process (MCS_ONE_PROCESS=true)'
+    ? 'stack: the gateway, accounts, commerce and messaging in one process, webhooks in its own (MCS_ONE_PROCESS=true)'
     : 'stack: a process per part (the default of pnpm start)';
   const passed = rows.filter((r) => r.check.pass === true).length;
   const couldNotRun = outcomes.filter((o) => !o.ok).map((o) => o.name);
@@ -445,9 +435,8 @@ async function main(): Promise<number> {
   writeFileSync(json, `${JSON.stringify(report, null, 2)}\n`);
   writeFileSync(mdFile, `${md}\n`);
   // latest.* is the last run of all seven (the table the README shows); a partial run leaves it.
-  // latest-one-process.* the same for MCS_ONE_PROCESS=true (the five that run in that mode).
-  const full =
-    SCENARIOS.every((b) => selectedNames.has(b.name) || (ONE_PROCESS && b.perPartOnly)) && !interrupted;
+  // latest-one-process.* the same for MCS_ONE_PROCESS=true.
+  const full = SCENARIOS.every((b) => selectedNames.has(b.name)) && !interrupted;
   const latest = ONE_PROCESS ? 'latest-one-process' : 'latest';
   if (full) {
     copyFileSync(json, path.join(dir, `${latest}.json`));

@@ -1,11 +1,13 @@
-// The whole stack in one Node process (scripts/one-process.ts, `MCS_ONE_PROCESS=true pnpm start`),
-// as a client sees it: one process holds every port, and the gateway reaches accounts, commerce
-// and messaging in process (no connection of its own to their ports); idempotency, the error
+// The API's parts in one Node process (scripts/one-process.ts, `MCS_ONE_PROCESS=true pnpm start`),
+// as a client sees it: one process holds the ports of the gateway, accounts, commerce and
+// messaging, and the gateway reaches those three in process (no connection of its own to their
+// ports); the webhooks service runs in a process of its own at niceness 10; idempotency, the error
 // envelope, a flow across all four services, a signed order.created on a real HTTPS receiver, and
 // SIGTERM.
 import { createHmac } from 'node:crypto';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import http from 'node:http';
+import os from 'node:os';
 import {
   type AccountKeys,
   createTestCerts,
@@ -89,11 +91,19 @@ function socketInodes(pid: number): Set<string> {
 const LISTEN = '0A';
 const ESTABLISHED = '01';
 
-describe('every part in one process', () => {
-  it('one live process holds the ports of the gateway and of every service', () => {
+const TOGETHER = ['gateway', 'accounts', 'commerce', 'messaging'] as const;
+
+/** Niceness of a thread (field 19 of /proc/<pid>/task/<tid>/stat). */
+function niceOf(pid: number, tid: number): number {
+  const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+}
+
+describe('the API in one process, webhooks in its own', () => {
+  it('one live process holds the ports of the gateway, accounts, commerce and messaging', () => {
     const pid = stack.pid('gateway');
     expect(pid).toBeTypeOf('number');
-    for (const part of PARTS) expect(stack.pid(part), part).toBe(pid);
+    for (const part of TOGETHER) expect(stack.pid(part), part).toBe(pid);
     expect(() => process.kill(pid!, 0)).not.toThrow();
     const mine = socketInodes(pid!);
     const listening = tcpSockets().filter((s) => s.state === LISTEN);
@@ -102,8 +112,27 @@ describe('every part in one process', () => {
       expect(
         listening.some((s) => s.local === port && mine.has(s.inode)),
         `${part} listens on ${port} in that process`,
-      ).toBe(true);
+      ).toBe(part !== 'webhooks');
     }
+  });
+
+  it('the webhooks service is a process of its own, every thread at niceness 10', () => {
+    const pid = stack.pid('webhooks');
+    expect(pid).toBeTypeOf('number');
+    expect(pid).not.toBe(stack.pid('gateway'));
+    expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8')).toContain('services/webhooks/src/main.ts');
+    const port = stack.ports.webhooks;
+    const theirs = socketInodes(pid!);
+    expect(tcpSockets().some((s) => s.state === LISTEN && s.local === port && theirs.has(s.inode))).toBe(
+      true,
+    );
+    // Relative to this test's own niceness, which the stack's processes start with.
+    const own = os.getPriority();
+    const tids = readdirSync(`/proc/${pid}/task`).map(Number);
+    expect(tids.length).toBeGreaterThan(1);
+    for (const tid of tids) expect(niceOf(pid!, tid), `thread ${tid}`).toBe(Math.max(10, own));
+    for (const tid of readdirSync(`/proc/${stack.pid('gateway')}/task`).map(Number))
+      expect(niceOf(stack.pid('gateway')!, tid), `API thread ${tid}`).toBe(own);
   });
 
   it('keyed writes: replayed byte for byte, refused for another body (422)', async () => {
@@ -217,20 +246,16 @@ describe('every part in one process', () => {
     expect(delivery!.headers['webhook-signature']).toBe(`v1,${mac}`);
   });
 
-  it('none of those calls went over a connection to a service', () => {
-    // The services run in the gateway's process and are called in process (kit/in-process).
+  it('none of those calls went over a connection to accounts, commerce or messaging; webhooks over its port', async () => {
+    // The webhooks service answers through the gateway over its port, kept alive for the next call.
+    expect((await api('GET', '/v1/webhooks?limit=1')).status).toBe(200);
+    // Those three run in the gateway's process and are called in process (kit/in-process).
     const pid = stack.pid('gateway')!;
     const mine = socketInodes(pid);
-    const inProcess = new Set([
-      stack.ports.accounts,
-      stack.ports.commerce,
-      stack.ports.messaging,
-      stack.ports.webhooks,
-    ]);
-    const hops = tcpSockets().filter(
-      (s) => s.state === ESTABLISHED && inProcess.has(s.remote) && mine.has(s.inode),
-    );
-    expect(hops).toEqual([]);
+    const inProcess = new Set([stack.ports.accounts, stack.ports.commerce, stack.ports.messaging]);
+    const established = tcpSockets().filter((s) => s.state === ESTABLISHED && mine.has(s.inode));
+    expect(established.filter((s) => inProcess.has(s.remote))).toEqual([]);
+    expect(established.some((s) => s.remote === stack.ports.webhooks)).toBe(true);
   });
 
   it('SIGTERM: a request in flight is answered, every part stops, exit 0 within the grace time', async () => {
@@ -276,8 +301,10 @@ describe('every part in one process', () => {
     expect(exit, stack.logs.gateway.join('')).toEqual({ code: 0, signal: null });
     // runProcess forces an exit 1 after max(15 s, WEBHOOK_TIMEOUT + 5 s).
     expect(took).toBeLessThan(15_000);
-    for (const part of PARTS) expect(stack.alive(part), part).toBe(false);
+    for (const part of TOGETHER) expect(stack.alive(part), part).toBe(false);
     expect(() => process.kill(pid, 0)).toThrow();
+    // The webhooks service is stopped on its own (stack.stop), like any part of a process per part.
+    expect(stack.alive('webhooks')).toBe(true);
     expect(stack.logs.gateway.join('')).not.toMatch(
       /error while stopping|did not stop in time|did not stop cleanly/,
     );

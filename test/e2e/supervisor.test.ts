@@ -5,8 +5,9 @@
 // clear message. The stack runs on its own database and JetStream prefix; the shared PostgreSQL
 // and NATS servers are only used, never stopped.
 //
-// The same with MCS_ONE_PROCESS=true: one supervised part, `mcs`, runs every service and the
-// gateway; it answers /v1, comes back after kill -9, and SIGTERM to `pnpm start` leaves nothing
+// The same with MCS_ONE_PROCESS=true: one supervised part, `mcs`, runs the gateway and the
+// accounts, commerce and messaging services, and the webhooks service is a part of its own; the
+// API answers /v1, each comes back after kill -9, and SIGTERM to `pnpm start` leaves nothing
 // running. A bad MCS_ONE_PROCESS stops `pnpm start` before it starts anything.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -397,7 +398,7 @@ describe('pnpm start supervises its parts', () => {
   }, 150_000);
 });
 
-describe('MCS_ONE_PROCESS=true pnpm start: every part in one supervised process, mcs', () => {
+describe('MCS_ONE_PROCESS=true pnpm start: the API in one supervised process, mcs; webhooks in its own', () => {
   let db: TestDatabase;
   let nats: TestNats;
   let base: number;
@@ -466,12 +467,15 @@ describe('MCS_ONE_PROCESS=true pnpm start: every part in one supervised process,
     await db?.drop().catch(() => {});
   }, 60_000);
 
-  it('runs one Node part, mcs, in place of the four services and the gateway, and it answers /v1', async () => {
+  it('runs mcs in place of three services and the gateway, webhooks apart, and the API answers /v1', async () => {
     const pid = reportedPid(output, 'mcs');
     expect(pid, output).toBeDefined();
     for (const part of PARTS)
-      expect(reportedPid(output, part), `${part} as a part of its own`).toBeUndefined();
-    // Besides pnpm and the launcher: mcs and its standby, both scripts/one-process.ts; no part's main.ts.
+      expect(reportedPid(output, part), `${part} as a part of its own`).toEqual(
+        part === 'webhooks' ? expect.any(Number) : undefined,
+      );
+    // Besides pnpm and the launcher: mcs and its standby, both scripts/one-process.ts, and the
+    // webhooks service with its standby; no other part's main.ts.
     const argv = [...processesOf(nats.prefix).values()];
     expect(
       argv.filter((a) => a.includes('scripts/one-process.ts')),
@@ -480,15 +484,21 @@ describe('MCS_ONE_PROCESS=true pnpm start: every part in one supervised process,
     expect(
       argv.filter((a) => /(services\/\w+|gateway)\/src\/main\.ts/.test(a)),
       argv.join('\n'),
-    ).toEqual([]);
+    ).toEqual([
+      expect.stringContaining('services/webhooks/src/main.ts'),
+      expect.stringContaining('services/webhooks/src/main.ts'),
+    ]);
     expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8')).toContain('scripts/one-process.ts');
 
     const created = await api('POST', '/v1/products', { name: 'Tea', price: 450, currency: 'EUR' });
     expect(created.status, JSON.stringify(created.json)).toBe(200);
     const read = await api('GET', `/v1/products/${created.json.id}`);
     expect(read).toMatchObject({ status: 200, json: { id: created.json.id, name: 'Tea' } });
-    // The webhooks service answers through the gateway too.
+    // The webhooks service answers through the gateway too, from its own process.
     expect((await api('GET', '/v1/webhooks?limit=1')).status).toBe(200);
+    expect(readFileSync(`/proc/${reportedPid(output, 'webhooks')}/cmdline`, 'utf8')).toContain(
+      'services/webhooks/src/main.ts',
+    );
     // The services still serve their own ports (Connect here) from the same process.
     const health = await fetch(`http://127.0.0.1:${base + 2}/grpc.health.v1.Health/Check`, {
       method: 'POST',
@@ -521,8 +531,30 @@ describe('MCS_ONE_PROCESS=true pnpm start: every part in one supervised process,
     expect(exit).toBeUndefined();
   }, 60_000);
 
+  it('restarts the webhooks service killed with SIGKILL while mcs answers on', async () => {
+    const pid = reportedPid(output, 'webhooks')!;
+    const mcs = reportedPid(output, 'mcs');
+    process.kill(pid, 'SIGKILL');
+    // The API's own writes do not wait for the webhooks service.
+    const during = await api('POST', '/v1/products', { name: 'Cocoa', price: 350, currency: 'EUR' });
+    expect(during.status, JSON.stringify(during.json)).toBe(200);
+    await until(
+      'webhooks restarted',
+      () => (reportedPid(output, 'webhooks') ?? pid) !== pid,
+      polling(30_000),
+    );
+    await until(
+      'GET /v1/webhooks answered 200 after the restart',
+      async () => (await api('GET', '/v1/webhooks?limit=1').catch(() => undefined))?.status === 200,
+      polling(30_000),
+    );
+    expect(output).toMatch(/\[start\]\s+webhooks exited unexpectedly \(signal SIGKILL\); restarting it/);
+    expect(reportedPid(output, 'mcs')).toBe(mcs);
+    expect(exit).toBeUndefined();
+  }, 60_000);
+
   it('SIGTERM to pnpm start: exit 0 and no process left', async () => {
-    expect(processesOf(nats.prefix).size).toBeGreaterThanOrEqual(4);
+    expect(processesOf(nats.prefix).size).toBeGreaterThanOrEqual(6);
     const exited = new Promise((r) => start.once('exit', r));
     start.kill('SIGTERM');
     await exited;

@@ -19,8 +19,10 @@ const ENTRY: Record<Part, string> = {
   webhooks: 'services/webhooks/src/main.ts',
   gateway: 'gateway/src/main.ts',
 };
-/** Every part in one process (`oneProcess`). */
+/** The gateway with accounts, commerce and messaging in one process (`oneProcess`). */
 const ONE_PROCESS_ENTRY = 'scripts/one-process.ts';
+/** The parts that process runs; webhooks keeps its own (scripts/one-process.ts says why). */
+const IN_ONE_PROCESS: readonly Part[] = ['accounts', 'commerce', 'messaging', 'gateway'];
 
 export interface Stack {
   /** The first gateway replica. */
@@ -146,8 +148,9 @@ export async function startStack(
      */
     replicas?: Partial<Record<Part, number>>;
     /**
-     * Every part in one process (scripts/one-process.ts, as `MCS_ONE_PROCESS=true pnpm start`
-     * runs them): one replica each; kill, signal, pid and logs of any part are that process's.
+     * The gateway, accounts, commerce and messaging in one process (scripts/one-process.ts, as
+     * `MCS_ONE_PROCESS=true pnpm start` runs them), webhooks in its own: one replica each; kill,
+     * signal, pid and logs of any of the four are that process's.
      */
     oneProcess?: boolean;
   } = {},
@@ -196,31 +199,28 @@ export async function startStack(
   const id = (part: Part, replica: number) => `${part}#${replica}`;
 
   async function launch(part: Part, replica = 0): Promise<void> {
-    // One process: it serves every part, and the gateway's port opens last.
-    if (opts.oneProcess) part = 'gateway';
-    const child = spawn(
-      process.execPath,
-      [...PART_NODE_FLAGS, opts.oneProcess ? ONE_PROCESS_ENTRY : ENTRY[part]],
-      {
-        cwd: REPO_ROOT,
-        env: envOf(replica),
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
-    for (const p of opts.oneProcess ? PARTS : [part]) procs.set(id(p, replica), child);
+    // One process: it serves four parts, and the gateway's port opens last.
+    const together = opts.oneProcess === true && IN_ONE_PROCESS.includes(part);
+    if (together) part = 'gateway';
+    const child = spawn(process.execPath, [...PART_NODE_FLAGS, together ? ONE_PROCESS_ENTRY : ENTRY[part]], {
+      cwd: REPO_ROOT,
+      env: envOf(replica),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    for (const p of together ? IN_ONE_PROCESS : [part]) procs.set(id(p, replica), child);
     const append = (to: Part, text: string) => {
       logs[to].push(text);
       if (logs[to].length > 500) logs[to].shift();
     };
     // One process: each JSON line goes to the part it names (`"svc"`), anything else to the gateway.
     let partial = '';
-    const keep = opts.oneProcess
+    const keep = together
       ? (chunk: Buffer) => {
           const lines = (partial + chunk.toString()).split('\n');
           partial = lines.pop()!;
           for (const line of lines) {
             const svc = /"svc":"([a-z]+)"/.exec(line)?.[1] as Part | undefined;
-            append(svc && PARTS.includes(svc) ? svc : 'gateway', `${line}\n`);
+            append(svc && IN_ONE_PROCESS.includes(svc) ? svc : 'gateway', `${line}\n`);
           }
         }
       : (chunk: Buffer) => append(part, chunk.toString());
@@ -319,6 +319,7 @@ export async function startStack(
   };
   try {
     if (opts.oneProcess) {
+      await launch('webhooks');
       await launch('gateway');
       return stack;
     }
