@@ -1,6 +1,6 @@
 // The gateway: REST ⇄ Connect for every proto route, API keys, rate limits, idempotency, the
 // error envelope, the OpenAPI document, the docs and the dashboard (Settings → API).
-// Started by main.ts in a process of its own, or with the services in one (scripts/one-process.ts).
+// Started by main.ts in a process of its own, or with three services in one (scripts/one-process.ts).
 import http from 'node:http';
 import { createClient, type Transport } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
@@ -171,7 +171,7 @@ export async function startGateway(
   // `Connection: close` when its head is still unwritten. Otherwise a client that keeps its
   // connection alive after an answer given while stopping (most do, for up to a minute) would
   // hold server.close() open until the grace time ran out and the process exited 1 without
-  // stopping what comes after the gateway (in one process: every service).
+  // stopping what comes after the gateway (in one process: the three services with it).
   // (One shared listener, no closure per request; no collection of the requests in progress
   // either: kit/server closingResponse.)
   let closing = false;

@@ -1,5 +1,5 @@
 // The accounts service: accounts, their API keys (stored hashed) and plan limits. It has no
-// Started by main.ts in a process of its own, or with the other parts in one (scripts/one-process.ts).
+// Started by main.ts in a process of its own, or with the gateway and two other services in one (scripts/one-process.ts).
 // domain events (no outbox); it only announces key revocations to the gateways over core NATS.
 import { createDatabase } from '@mcs/kit/db';
 import { databaseDependency, natsDependency } from '@mcs/kit/health';

@@ -1,5 +1,5 @@
 // The messaging service: conversations, messages and channel adapters, and their events.
-// Started by main.ts in a process of its own, or with the other parts in one (scripts/one-process.ts).
+// Started by main.ts in a process of its own, or with the gateway and two other services in one (scripts/one-process.ts).
 import { createDatabase } from '@mcs/kit/db';
 import { databaseDependency, natsDependency } from '@mcs/kit/health';
 import { createKeyStore, startKeyJanitor } from '@mcs/kit/idempotency';

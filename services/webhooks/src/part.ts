@@ -1,5 +1,5 @@
 // The webhooks service: endpoints, the event log, fan-out from JetStream, signed deliveries
-// Started by main.ts in a process of its own, or with the other parts in one (scripts/one-process.ts).
+// Started by main.ts in a process of its own, always: with MCS_ONE_PROCESS too (scripts/one-process.ts says why).
 // with retries and endpoint health, and the unhealthy e-mail.
 import { fileURLToPath } from 'node:url';
 import { serviceUrl } from '@mcs/kit/config';
