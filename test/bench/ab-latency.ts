@@ -21,6 +21,7 @@ import {
   orderBody,
   orderHeaders,
   ratioOf,
+  settleDisk,
   sleep,
   startBenchStack,
   waitUntil,
@@ -79,6 +80,7 @@ try {
   }
   // Warm both the way scenario 2 does: closed loop, then briefly at the rate.
   for (const a of arms) await runLoad(keyed(a.url, a.key, 'warm-up', 15), { signal: ctx.signal });
+  await settleDisk(arms[0]!.db); // the warm-up's dirty pages now, not 30 s later in a round
   const bare = await startBare(ctx, arms[0]!.db);
   await runLoad(keyed(bare.url, 'unused', 'bare warm-up', 3, RATE), { signal: ctx.signal });
   for (const a of arms) await runLoad(keyed(a.url, a.key, 'warm-up', 2, RATE), { signal: ctx.signal });

@@ -1,7 +1,9 @@
 // Shared pieces of the benchmarks (test/bench/run.ts): the benchmark contract, a stack started
 // for benchmarking with a clear reason when it cannot start, accounts and endpoints, and the
 // statistics and tables every benchmark prints.
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import http2 from 'node:http2';
 import net from 'node:net';
 import { booleanFlag } from '@mcs/kit/config';
@@ -394,6 +396,41 @@ export async function queryDb<R extends pg.QueryResultRow>(
     return (await client.query<R>(text, values)).rows;
   } finally {
     await client.end();
+  }
+}
+
+/**
+ * Writes out, now, what a closed-loop phase left dirty: PostgreSQL's dirty buffers (CHECKPOINT)
+ * and the kernel's dirty pages (sync: the table files, nats-server's store). Left alone, the
+ * kernel writes a page back 30 s after it was dirtied, in one burst, and every commit's WAL flush
+ * waits behind it: a scenario's closed-loop warm-up (or the scenario before it) then stalled the
+ * first paced rounds measured after it, 30 s later (in one run a project round's p99 was 1.2 s,
+ * the load generator out of free connections). The paced rounds' own pages are left to the
+ * kernel, as in steady service. CHECKPOINT needs superuser or pg_checkpoint; without it, sync only.
+ */
+export async function settleDisk(url: string): Promise<{ dirtyMiB: number | null; ms: number }> {
+  const started = Date.now();
+  const dirtyMiB = dirtyMemoryMiB();
+  const client = new pg.Client({ connectionString: url, application_name: 'bench-settle' });
+  await client.connect();
+  try {
+    await client.query('checkpoint');
+  } catch {
+    // Not allowed for this role: the kernel's part still helps.
+  } finally {
+    await client.end();
+  }
+  await new Promise<void>((resolve, reject) => execFile('sync', (err) => (err ? reject(err) : resolve())));
+  return { dirtyMiB, ms: Date.now() - started };
+}
+
+/** The kernel's dirty page cache (/proc/meminfo `Dirty`) in MiB; null where there is none. */
+function dirtyMemoryMiB(): number | null {
+  try {
+    const kb = /^Dirty:\s+(\d+) kB/m.exec(readFileSync('/proc/meminfo', 'utf8'))?.[1];
+    return kb === undefined ? null : Math.round(Number(kb) / 1024);
+  } catch {
+    return null;
   }
 }
 
