@@ -317,6 +317,9 @@ async function main(): Promise<void> {
   const env: NodeJS.ProcessEnv = { ...process.env };
   // V8's code cache for every part: a restarted part is back sooner (about a quarter of its start).
   env.NODE_COMPILE_CACHE ??= join(DATA_DIR, 'compile-cache');
+  // Every part runs on this machine: the gateway calls each service over a Unix domain socket,
+  // about a sixth less CPU per call on both sides than TCP loopback (kit/config serviceSocket).
+  env.SERVICE_SOCKET_DIR ??= join(DATA_DIR, 'run');
 
   if (process.env.DATABASE_URL) {
     log.info('using DATABASE_URL');

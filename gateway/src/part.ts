@@ -4,7 +4,7 @@
 import http from 'node:http';
 import { createClient, type Transport } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
-import { SERVICES, type ServiceName, serviceUrl } from '@mcs/kit/config';
+import { SERVICES, type ServiceName, serviceSocket, serviceUrl } from '@mcs/kit/config';
 import { createDatabase } from '@mcs/kit/db';
 import { createInProcessTransport } from '@mcs/kit/in-process';
 import type { Logger } from '@mcs/kit/log';
@@ -95,6 +95,7 @@ export async function startGateway(
           ? h2
           : createUnaryTransport(serviceUrl(name), h2, {
               httpVersion: env.SERVICE_TRANSPORT === 'http2' ? '2' : '1.1',
+              socketPath: serviceSocket(name),
             });
       guarded = circuit.guard(transport);
       return [name, guarded];

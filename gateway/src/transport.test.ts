@@ -3,9 +3,13 @@
 // thing — message, headers, trailers, error codes, messages, metadata and error details (the
 // gateway renders the spec's errors from those details). A service that is down or dies
 // mid-call is `unavailable` at once, never a hang.
+
+import { mkdtemp, rm } from 'node:fs/promises';
 import http from 'node:http';
 import http2 from 'node:http2';
 import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { create } from '@bufbuild/protobuf';
 import { Code, ConnectError, type ConnectRouter, createClient, type Transport } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
@@ -134,12 +138,7 @@ describe.each(['1.1', '2'] as const)('the lean unary transport over HTTP/%s', (h
   });
 
   it('a service that is down: unavailable (503) at once, and again on the next call', async () => {
-    const port = await new Promise<number>((resolve) => {
-      const s = net.createServer().listen(0, '127.0.0.1', () => {
-        const p = (s.address() as net.AddressInfo).port;
-        s.close(() => resolve(p));
-      });
-    });
+    const port = await closedPort();
     const url = `http://127.0.0.1:${port}`;
     const t = createUnaryTransport(url, createConnectTransport({ baseUrl: url, httpVersion: '2' }), {
       httpVersion,
@@ -183,3 +182,55 @@ describe.each(['1.1', '2'] as const)('the lean unary transport over HTTP/%s', (h
     }
   });
 });
+
+describe.each(['1.1', '2'] as const)(
+  'the lean unary transport over a Unix domain socket, HTTP/%s',
+  (httpVersion) => {
+    let dir: string;
+    let local: ServerHandle;
+    let socketPath: string;
+    /** A TCP port nothing listens on: a call that answers came over the socket. */
+    let deadUrl: string;
+    beforeAll(async () => {
+      dir = await mkdtemp(join(tmpdir(), 'mcs-transport-'));
+      socketPath = join(dir, 'commerce.sock');
+      local = await startConnectServer({ routes, port: 0, socketPath });
+      deadUrl = `http://127.0.0.1:${await closedPort()}`;
+    });
+    afterAll(async () => {
+      await local.close();
+      await rm(dir, { recursive: true, force: true });
+    });
+    const over = (path: string) =>
+      createUnaryTransport(deadUrl, createConnectTransport({ baseUrl: deadUrl, httpVersion: '2' }), {
+        httpVersion,
+        socketPath: path,
+      });
+
+    it('a success and an error: the same as connect-node over TCP', async () => {
+      const stock = createConnectTransport({ baseUrl, httpVersion: '2', useBinaryFormat: true });
+      expect(await call(over(socketPath), 'ok')).toEqual(await call(stock, 'ok'));
+      const [a, b] = [await call(over(socketPath), 'refuse'), await call(stock, 'refuse')];
+      expect({ ...a, ms: 0 }).toEqual({ ...b, ms: 0 });
+      const t = over(socketPath);
+      const all = await Promise.all(Array.from({ length: 100 }, () => call(t, 'ok')));
+      expect(all.every((r) => 'message' in r)).toBe(true);
+    });
+
+    it('no socket file (the service is not running): unavailable at once', async () => {
+      const a = await call(over(join(dir, 'nobody.sock')), 'ok');
+      expect(a).toMatchObject({ code: Code.Unavailable, rendered: { code: 'service_unavailable' } });
+      expect((a as { ms: number }).ms).toBeLessThan(1_000);
+    });
+  },
+);
+
+/** A loopback port that was free a moment ago. */
+function closedPort(): Promise<number> {
+  return new Promise<number>((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const p = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(p));
+    });
+  });
+}

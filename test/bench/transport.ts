@@ -28,7 +28,7 @@ import { newId } from '@mcs/kit/ids';
 import { createLogger } from '@mcs/kit/log';
 import { errorLogger, startConnectServer } from '@mcs/kit/server';
 import { commerce } from '@mcs/proto';
-import { createUnaryTransport } from '../../gateway/src/transport.ts';
+import { createUnaryTransport, type UnaryTransportOptions } from '../../gateway/src/transport.ts';
 
 // ---------------------------------------------------------------------------------------------
 // The call: what the gateway sends for POST /v1/orders, and what commerce answers.
@@ -117,6 +117,17 @@ function connectCaller(transport: Transport, close = () => {}): Caller {
   };
 }
 
+/** The gateway's lean unary transport (gateway/src/transport.ts) to the service at `port`. */
+function leanCaller(port: number, opts: UnaryTransportOptions): Caller {
+  const baseUrl = `http://127.0.0.1:${port}`;
+  return connectCaller(
+    createUnaryTransport(baseUrl, createConnectTransport({ baseUrl, httpVersion: '2' }), opts),
+  );
+}
+
+/** The Unix domain socket the kit server also listens on, named by its port. */
+const socketPathOf = (port: number) => `/tmp/mcs-transport-bench-${port}.sock`;
+
 const keepAliveAgent = () => new http.Agent({ keepAlive: true, maxSockets: 256 });
 
 const CANDIDATES: Candidate[] = [
@@ -150,27 +161,20 @@ const CANDIDATES: Candidate[] = [
     name: 'lean-h2',
     label: "Connect, HTTP/2, the gateway's lean unary transport",
     server: 'kit',
-    client: (port) => {
-      const baseUrl = `http://127.0.0.1:${port}`;
-      return connectCaller(
-        createUnaryTransport(baseUrl, createConnectTransport({ baseUrl, httpVersion: '2' }), {
-          httpVersion: '2',
-        }),
-      );
-    },
+    client: (port) => leanCaller(port, { httpVersion: '2' }),
   },
   {
     name: 'lean-h1',
     label: "Connect, HTTP/1.1 keep-alive (undici), the gateway's lean unary transport",
     server: 'kit',
-    client: (port) => {
-      const baseUrl = `http://127.0.0.1:${port}`;
-      return connectCaller(
-        createUnaryTransport(baseUrl, createConnectTransport({ baseUrl, httpVersion: '2' }), {
-          httpVersion: '1.1',
-        }),
-      );
-    },
+    client: (port) => leanCaller(port, { httpVersion: '1.1' }),
+  },
+  {
+    name: 'lean-h1-uds',
+    label:
+      "Connect, HTTP/1.1 keep-alive (undici) over a Unix domain socket, the gateway's lean unary transport",
+    server: 'kit',
+    client: (port) => leanCaller(port, { httpVersion: '1.1', socketPath: socketPathOf(port) }),
   },
   {
     name: 'connect-h1',
@@ -256,7 +260,8 @@ async function serve(kind: Candidate['server']): Promise<void> {
     port = 10_000 + Math.floor(Math.random() * 2_000);
     try {
       if (kind === 'kit') {
-        close = (await startConnectServer({ routes, port, interceptors })).close;
+        close = (await startConnectServer({ routes, port, interceptors, socketPath: socketPathOf(port) }))
+          .close;
       } else {
         const server = http2.createServer(connectNodeAdapter({ routes, interceptors }));
         await new Promise<void>((resolve, reject) => {

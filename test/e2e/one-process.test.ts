@@ -5,19 +5,21 @@
 // envelope, a flow across all four services, a signed order.created on a real HTTPS receiver, and
 // SIGTERM.
 import { createHmac } from 'node:crypto';
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import {
   type AccountKeys,
   createTestCerts,
   PARTS,
+  REPO_ROOT,
   type Receiver,
   type Stack,
   startReceiver,
   startStack,
 } from '@mcs/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { acceptedOn, ESTABLISHED, LISTEN, socketInodes, tcpSockets } from './proc-net.ts';
 
 let stack: Stack;
 let receiver: Receiver;
@@ -61,35 +63,6 @@ function expectError(
   expect(typeof res.json.error.message).toBe('string');
   if (param) expect(res.json.error.param).toBe(param);
 }
-
-/** TCP sockets of this machine (IPv4 and IPv6) by state: local and remote port, inode. */
-function tcpSockets(): Array<{ local: number; remote: number; state: string; inode: string }> {
-  const out = [];
-  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
-    for (const line of readFileSync(file, 'utf8').split('\n').slice(1)) {
-      const f = line.trim().split(/\s+/);
-      if (f.length < 10) continue;
-      const port = (addr: string) => Number.parseInt(addr.split(':').pop()!, 16);
-      out.push({ local: port(f[1]!), remote: port(f[2]!), state: f[3]!, inode: f[9]! });
-    }
-  }
-  return out;
-}
-
-/** Inodes of the sockets a process holds open. */
-function socketInodes(pid: number): Set<string> {
-  const inodes = new Set<string>();
-  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
-    try {
-      const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
-      if (m) inodes.add(m[1]!);
-    } catch {} // closed meanwhile
-  }
-  return inodes;
-}
-
-const LISTEN = '0A';
-const ESTABLISHED = '01';
 
 const TOGETHER = ['gateway', 'accounts', 'commerce', 'messaging'] as const;
 
@@ -246,8 +219,9 @@ describe('the API in one process, webhooks in its own', () => {
     expect(delivery!.headers['webhook-signature']).toBe(`v1,${mac}`);
   });
 
-  it('none of those calls went over a connection to accounts, commerce or messaging; webhooks over its port', async () => {
-    // The webhooks service answers through the gateway over its port, kept alive for the next call.
+  it('none of those calls went over a connection to accounts, commerce or messaging; webhooks over its socket', async () => {
+    // The webhooks service answers through the gateway over its Unix domain socket (kit/config
+    // serviceSocket), the connection kept alive for the next call.
     expect((await api('GET', '/v1/webhooks?limit=1')).status).toBe(200);
     // Those three run in the gateway's process and are called in process (kit/in-process).
     const pid = stack.pid('gateway')!;
@@ -255,7 +229,9 @@ describe('the API in one process, webhooks in its own', () => {
     const inProcess = new Set([stack.ports.accounts, stack.ports.commerce, stack.ports.messaging]);
     const established = tcpSockets().filter((s) => s.state === ESTABLISHED && mine.has(s.inode));
     expect(established.filter((s) => inProcess.has(s.remote))).toEqual([]);
-    expect(established.some((s) => s.remote === stack.ports.webhooks)).toBe(true);
+    expect(established.filter((s) => s.remote === stack.ports.webhooks)).toEqual([]);
+    const socket = `${REPO_ROOT}.data/run/${stack.ports.webhooks}.sock`;
+    expect(acceptedOn(stack.pid('webhooks')!, socket)).toBeGreaterThan(0);
   });
 
   it('SIGTERM: a request in flight is answered, every part stops, exit 0 within the grace time', async () => {

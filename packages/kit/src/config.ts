@@ -137,6 +137,22 @@ export function serviceUrl(name: ServiceName, env: NodeJS.ProcessEnv = process.e
   return `http://127.0.0.1:${gatewayPort + PORT_OFFSET[name]}`;
 }
 
+/** Longest Unix domain socket path Linux takes (sun_path is 108 bytes with its NUL). */
+const SOCKET_PATH_MAX = 107;
+
+/**
+ * The Unix domain socket a service also listens on, and the gateway calls it over, when both run
+ * on one machine: `SERVICE_SOCKET_DIR/<port>.sock` (the port of the service's URL, so replicas
+ * and stacks side by side each get their own). Unset, or a path too long for a socket: none, and
+ * calls go over TCP to the service's URL.
+ */
+export function serviceSocket(name: ServiceName, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const dir = env.SERVICE_SOCKET_DIR;
+  if (!dir) return undefined;
+  const path = `${dir.replace(/\/+$/, '')}/${servicePort(name, env)}.sock`;
+  return path.length <= SOCKET_PATH_MAX ? path : undefined;
+}
+
 /** The port a service binds, taken from its URL. */
 export function servicePort(name: ServiceName, env: NodeJS.ProcessEnv = process.env): number {
   return Number(new URL(serviceUrl(name, env)).port);

@@ -1,9 +1,15 @@
 // One service port, every protocol: Connect over HTTP/1.1 and HTTP/2, gRPC-Web over HTTP/1.1,
 // gRPC from connect-node and from a stock @grpc/grpc-js client; and a graceful close on both
 // HTTP versions (in-flight calls finish, idle connections end).
+
+import { spawn } from 'node:child_process';
+import { existsSync, statSync } from 'node:fs';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import http from 'node:http';
 import http2 from 'node:http2';
 import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { create, fromBinary, type Message, toBinary } from '@bufbuild/protobuf';
 import {
   type CallOptions,
@@ -234,6 +240,86 @@ describe('graceful close', () => {
     expect(performance.now() - t0).toBeLessThan(2_000);
     session.destroy();
     silent.destroy();
+  });
+});
+
+describe('a Unix domain socket beside the port', () => {
+  const dirs: string[] = [];
+  afterEach(async () => {
+    for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
+  });
+  async function socketPath() {
+    const dir = await mkdtemp(join(tmpdir(), 'mcs-server-'));
+    dirs.push(dir);
+    return join(dir, 'run', 'svc.sock');
+  }
+  /** One HTTP/1.1 Connect call (JSON, so it reads plainly) over the socket at `path`. */
+  function callOver(path: string): Promise<{ status: number; body: string }> {
+    return new Promise((resolve, reject) => {
+      const req = http.request(
+        {
+          socketPath: path,
+          method: 'POST',
+          path: '/mcs.commerce.v1.OrderService/CreateOrder',
+          headers: { 'content-type': 'application/json', 'mcs-account': 'acct_1' },
+        },
+        (res) => {
+          let body = '';
+          res.setEncoding('utf8');
+          res.on('data', (d) => {
+            body += d;
+          });
+          res.on('end', () => resolve({ status: res.statusCode!, body }));
+        },
+      );
+      req.on('error', reject);
+      req.end(JSON.stringify({ customer: { name: 'Ada', phone: '+15550001111' }, currency: 'usd' }));
+    });
+  }
+
+  it('answers HTTP/1.1 and HTTP/2 there as on the port, over a file left by a killed process, and removes it on close', async () => {
+    const path = await socketPath();
+    // What kill -9 leaves: the socket file of a listener that is gone.
+    await mkdir(dirname(path), { recursive: true });
+    const killed = spawn(process.execPath, [
+      '-e',
+      `require('node:net').createServer().listen(${JSON.stringify(path)}, () => console.log('up'))`,
+    ]);
+    await new Promise((r) => killed.stdout.once('data', r));
+    killed.kill('SIGKILL');
+    await new Promise((r) => killed.once('exit', r));
+    expect(existsSync(path)).toBe(true);
+
+    server = await startConnectServer({ routes: routes({}), port: 0, socketPath: path });
+    const h1 = await callOver(path);
+    expect(h1.status).toBe(200);
+    expect(JSON.parse(h1.body)).toMatchObject({ id: 'ord_1', currency: 'usd' });
+
+    const client = createClient(
+      commerce.OrderService,
+      createConnectTransport({
+        baseUrl: 'http://localhost',
+        httpVersion: '2',
+        useBinaryFormat: true,
+        nodeOptions: { createConnection: () => net.connect(path) },
+      }),
+    );
+    expect((await client.createOrder(REQUEST, { headers: META })).id).toBe('ord_1');
+
+    await server.close();
+    server = undefined;
+    expect(existsSync(path)).toBe(false);
+  });
+
+  it("leaves a live server's socket alone when its port is taken", async () => {
+    const path = await socketPath();
+    server = await startConnectServer({ routes: routes({}), port: 0, socketPath: path });
+    // A directory it made is its own: other users of the machine cannot reach the socket.
+    expect((statSync(dirname(path)).mode & 0o777).toString(8)).toBe('700');
+    await expect(
+      startConnectServer({ routes: routes({}), port: server.port, socketPath: path }),
+    ).rejects.toThrow(/EADDRINUSE/);
+    expect((await callOver(path)).status).toBe(200);
   });
 });
 

@@ -3,9 +3,12 @@
 // gateway's calls by default), and an orderly stop on SIGTERM/SIGINT. Telling the two
 // apart costs nothing measurable (test/bench/transport.ts: same calls/s and CPU as a bare
 // http2.createServer).
+
+import { mkdir, rm } from 'node:fs/promises';
 import http from 'node:http';
 import http2 from 'node:http2';
 import net from 'node:net';
+import { dirname } from 'node:path';
 import type { DescService } from '@bufbuild/protobuf';
 import type { ConnectRouter, Interceptor } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
@@ -91,6 +94,8 @@ export async function startConnectServer(opts: {
   routes: (router: ConnectRouter) => void;
   port: number;
   host?: string;
+  /** Also serve on this Unix domain socket (same protocols), for a gateway on the same machine. */
+  socketPath?: string;
   interceptors?: Interceptor[];
   /** What the port's grpc.health.v1.Health reports on: the service's database and NATS. */
   health?: HealthOptions;
@@ -162,7 +167,7 @@ export async function startConnectServer(opts: {
   // The listener: read the first bytes of each connection, then hand the socket, bytes put back,
   // to the HTTP/2 or the HTTP/1.1 server. Both run the same Connect handler.
   const undecided = new Set<net.Socket>();
-  const server = net.createServer((socket) => {
+  const onConnection = (socket: net.Socket) => {
     undecided.add(socket);
     let seen: Buffer = Buffer.alloc(0);
     const timer = setTimeout(() => socket.destroy(), SNIFF_TIMEOUT_MS);
@@ -193,13 +198,30 @@ export async function startConnectServer(opts: {
     socket.on('data', onData);
     socket.on('error', onGone);
     socket.on('close', onGone);
-  });
-
+  };
+  const server = net.createServer(onConnection);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     // SERVICE_HOST lets containers bind every interface; locally services stay on loopback.
     server.listen(opts.port, opts.host ?? process.env.SERVICE_HOST ?? '127.0.0.1', () => resolve());
   });
+  // The same connections on a Unix domain socket (kit/config serviceSocket), opened once the port
+  // is ours: a file left there is then a dead process's (kill -9 leaves it), never a live one's.
+  const local = opts.socketPath ? net.createServer(onConnection) : undefined;
+  if (local && opts.socketPath) {
+    const path = opts.socketPath;
+    try {
+      await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+      await rm(path, { force: true });
+      await new Promise<void>((resolve, reject) => {
+        local.once('error', reject);
+        local.listen(path, () => resolve());
+      });
+    } catch (err) {
+      server.close();
+      throw err;
+    }
+  }
   const address = server.address();
   return {
     port: typeof address === 'object' && address ? address.port : opts.port,
@@ -208,8 +230,11 @@ export async function startConnectServer(opts: {
     close: () =>
       new Promise<void>((resolve) => {
         closing = true;
-        // Resolves once every accepted socket, whichever protocol it took, is closed.
-        server.close(() => resolve());
+        // Resolves once every accepted socket, whichever protocol and listener it took, is closed.
+        let open = local ? 2 : 1;
+        const closed = () => --open === 0 && resolve();
+        local?.close(closed);
+        server.close(closed);
         for (const socket of undecided) socket.destroy();
         for (const s of sessions) s.close();
         // A busy socket closes after its last response (responseClosed).

@@ -178,6 +178,8 @@ export async function startStack(
     LOG_LEVEL: 'warn',
     WEBHOOK_SECRETS_KEY: randomBytes(32).toString('base64'),
     MAIL_DIR: `${REPO_ROOT}.data/test-mail/${nats.prefix}`,
+    // As `pnpm start` does: the gateway reaches each service over a Unix domain socket.
+    SERVICE_SOCKET_DIR: `${REPO_ROOT}.data/run`,
     ...opts.env,
   };
   const logs = Object.fromEntries(PARTS.map((p) => [p, [] as string[]])) as Record<Part, string[]>;

@@ -18,6 +18,7 @@ export async function startAccounts(env: Env, log: Logger): Promise<StartedPart>
   const server = await startConnectServer({
     routes: routes({ db: database.db, announceRevocation: (keyId) => nc.publish(subject, keyId) }),
     port: env.port,
+    socketPath: env.socketPath,
     interceptors: [errorLogger(log)],
     health: { dependencies: [databaseDependency(database.pool), natsDependency(nc)] },
   });

@@ -32,6 +32,7 @@ export async function startCommerce(env: Env, log: Logger): Promise<StartedPart>
   const server = await startConnectServer({
     routes: routes({ db: database.db, keys, relay, payments: sandboxProviders() }),
     port: env.port,
+    socketPath: env.socketPath,
     interceptors: [errorLogger(log)],
     health: { dependencies: [databaseDependency(database.pool), natsDependency(nc)] },
   });

@@ -1,4 +1,12 @@
-import { baseEnvSchema, booleanFlag, duration, parseDuration, parseEnv, servicePort } from '@mcs/kit/config';
+import {
+  baseEnvSchema,
+  booleanFlag,
+  duration,
+  parseDuration,
+  parseEnv,
+  servicePort,
+  serviceSocket,
+} from '@mcs/kit/config';
 import { z } from 'zod';
 
 const schema = baseEnvSchema.extend({
@@ -68,6 +76,6 @@ const schema = baseEnvSchema.extend({
 
 export function loadEnv(source: NodeJS.ProcessEnv = process.env) {
   const env = parseEnv(schema, source);
-  return { ...env, port: servicePort('webhooks', source) };
+  return { ...env, port: servicePort('webhooks', source), socketPath: serviceSocket('webhooks', source) };
 }
 export type Env = ReturnType<typeof loadEnv>;

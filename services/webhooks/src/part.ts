@@ -135,6 +135,7 @@ export async function startWebhooks(env: Env, log: Logger): Promise<StartedPart>
       replays,
     }),
     port: env.port,
+    socketPath: env.socketPath,
     interceptors: [errorLogger(log)],
     health: { dependencies: [databaseDependency(database.pool), natsDependency(nc)] },
   });
