@@ -99,10 +99,17 @@ async function portFree(port: number): Promise<boolean> {
   });
 }
 
+/**
+ * Where this test worker's stacks take their ports: `pnpm test` runs two files at a time, and
+ * each vitest worker (VITEST_POOL_ID 1, 2, …) draws from its own quarter of 20000–29999, so two
+ * stacks starting at once cannot both find the same block free before either binds it.
+ */
+const PORT_QUARTER = 20_000 + ((Number(process.env.VITEST_POOL_ID ?? 1) - 1) % 4) * 2_500;
+
 /** A base port with the next five free too (the gateway's METRICS_PORT is base + 5), below the ephemeral range (PERF-NOTES.md). */
 async function freeBasePort(taken: number[] = []): Promise<number> {
   for (let i = 0; i < 50; i++) {
-    const base = 20_000 + Math.floor(Math.random() * 1_000) * 10;
+    const base = PORT_QUARTER + Math.floor(Math.random() * 250) * 10;
     if (taken.includes(base)) continue;
     const checks = await Promise.all([0, 1, 2, 3, 4, 5].map((d) => portFree(base + d)));
     if (checks.every(Boolean)) return base;
