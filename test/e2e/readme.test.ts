@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import {
   createTestDatabase,
   createTestNats,
+  freeBasePort,
   REPO_ROOT,
   type TestDatabase,
   type TestNats,
@@ -32,25 +33,6 @@ async function freePort(): Promise<number> {
       s.close(() => resolve(port));
     });
   });
-}
-
-/** A base port with the next four free too (the services listen on PORT+1…PORT+4). */
-async function freeBasePort(): Promise<number> {
-  for (let i = 0; i < 50; i++) {
-    const base = 21_000 + Math.floor(Math.random() * 900) * 10;
-    const free = await Promise.all(
-      [0, 1, 2, 3, 4].map(
-        (d) =>
-          new Promise<boolean>((resolve) => {
-            const s = net.createServer();
-            s.once('error', () => resolve(false));
-            s.listen(base + d, '127.0.0.1', () => s.close(() => resolve(true)));
-          }),
-      ),
-    );
-    if (free.every(Boolean)) return base;
-  }
-  throw new Error('no free ports');
 }
 
 /** Resolves once `text()` matches, or rejects with what was seen. */

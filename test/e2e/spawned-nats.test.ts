@@ -12,6 +12,7 @@ import { availableParallelism } from 'node:os';
 import {
   createTestDatabase,
   createTestNats,
+  freeBasePort,
   REPO_ROOT,
   type Receiver,
   startReceiver,
@@ -33,15 +34,6 @@ function portOpen(port: number): Promise<boolean> {
     });
     s.once('error', () => resolve(false));
   });
-}
-
-async function freeBasePort(): Promise<number> {
-  for (let i = 0; i < 50; i++) {
-    const base = 20_000 + Math.floor(Math.random() * 1_000) * 10;
-    const open = await Promise.all([0, 1, 2, 3, 4, 5].map((d) => portOpen(base + d)));
-    if (!open.some(Boolean)) return base;
-  }
-  throw new Error('no free ports');
 }
 
 /** The pid `pnpm start` reported for a part when it came up. */

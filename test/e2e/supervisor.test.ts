@@ -16,6 +16,7 @@ import net from 'node:net';
 import {
   createTestDatabase,
   createTestNats,
+  freeBasePort,
   REPO_ROOT,
   type Receiver,
   startReceiver,
@@ -42,24 +43,6 @@ const FAST_503_MS = 100;
 const MAX_503_MS = 500;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function portFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = net.createServer();
-    s.once('error', () => resolve(false));
-    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
-  });
-}
-
-/** A base port with the next five free too: the services' PORT+1…+4 and the gateway's METRICS_PORT. */
-async function freeBasePort(): Promise<number> {
-  for (let i = 0; i < 50; i++) {
-    const base = 20_000 + Math.floor(Math.random() * 1_000) * 10;
-    const checks = await Promise.all([0, 1, 2, 3, 4, 5].map((d) => portFree(base + d)));
-    if (checks.every(Boolean)) return base;
-  }
-  throw new Error('no free ports');
-}
 
 /** What `pnpm start` runs with here: its own database, JetStream prefix and ports. */
 function startEnv(base: number, db: TestDatabase, nats: TestNats): Record<string, string> {

@@ -31,6 +31,7 @@ export {
   type AccountKeys,
   type ApiResponse,
   type Exit,
+  freeBasePort,
   PARTS,
   type Part,
   REPO_ROOT,

@@ -107,7 +107,7 @@ async function portFree(port: number): Promise<boolean> {
 const PORT_QUARTER = 20_000 + ((Number(process.env.VITEST_POOL_ID ?? 1) - 1) % 4) * 2_500;
 
 /** A base port with the next five free too (the gateway's METRICS_PORT is base + 5), below the ephemeral range (PERF-NOTES.md). */
-async function freeBasePort(taken: number[] = []): Promise<number> {
+export async function freeBasePort(taken: number[] = []): Promise<number> {
   for (let i = 0; i < 50; i++) {
     const base = PORT_QUARTER + Math.floor(Math.random() * 250) * 10;
     if (taken.includes(base)) continue;
