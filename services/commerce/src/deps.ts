@@ -1,13 +1,10 @@
-import type { Db } from '@mcs/kit/db';
-import type { KeyStore } from '@mcs/kit/idempotency';
-import type { Relay } from '@mcs/kit/outbox';
+import type { OutboxPartDeps } from '@mcs/kit/outbox-part';
 import type { PaymentProviders } from './providers/payment-provider.ts';
 
-/** What the handlers need, built once in main.ts (and by the tests). */
-export interface Deps {
-  db: Db;
-  /** Idempotency keys and their answers (commerce.idempotency_keys). */
-  keys: KeyStore;
-  relay: Relay;
+/**
+ * What the handlers need, built once in part.ts (and by the tests): the database, the idempotency
+ * keys (commerce.idempotency_keys) and the outbox relay, and the commerce service's own adapters.
+ */
+export interface Deps extends OutboxPartDeps {
   payments: PaymentProviders;
 }
