@@ -4,7 +4,6 @@
 // down) and every resource it accepted is delivered once. The stack runs on its own database and
 // JetStream prefix on the shared servers, which are never stopped.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import {
   createTestDatabase,
@@ -15,6 +14,7 @@ import {
   startReceiver,
   type TestDatabase,
   type TestNats,
+  testStackEnv,
   until,
 } from '@mcs/testkit';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -68,15 +68,7 @@ beforeAll(async () => {
   nats = createTestNats();
   const base = await freeBase();
   const env: Record<string, string> = {
-    PATH: process.env.PATH ?? '',
-    HOME: process.env.HOME ?? '/root',
-    HOST: '127.0.0.1',
-    PORT: String(base),
-    DATABASE_URL: db.url,
-    NATS_URL: nats.url,
-    MCS_NATS_PREFIX: nats.prefix,
-    LOG_LEVEL: 'warn',
-    WEBHOOK_SECRETS_KEY: randomBytes(32).toString('base64'),
+    ...testStackEnv(base, db, nats),
     WEBHOOK_ALLOW_HTTP: 'true',
     WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
     WEBHOOK_TIMEOUT: '2s',
@@ -84,7 +76,6 @@ beforeAll(async () => {
     WEBHOOK_RETRY_SCHEDULE: '500ms,1s,1s,2s,2s',
     WEBHOOK_ACK_WAIT: '5s',
     AUTH_CACHE_TTL: '1s',
-    MAIL_DIR: `${REPO_ROOT}.data/test-mail/${nats.prefix}`,
   };
   launcher = spawn(process.execPath, ['scripts/start.ts'], {
     cwd: REPO_ROOT,

@@ -5,7 +5,6 @@
 // The stack keeps its events under its own JetStream prefix and deletes that stream before it
 // stops, so the repository's .data/nats keeps nothing of the test.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { availableParallelism } from 'node:os';
@@ -18,6 +17,7 @@ import {
   startReceiver,
   type TestDatabase,
   type TestNats,
+  testStackEnv,
   until,
 } from '@mcs/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -57,18 +57,13 @@ describe('pnpm start without NATS_URL', () => {
       throw new Error(`port ${SPAWNED_NATS_PORT} is taken (a \`pnpm start\` running?): this test needs it`);
     [db, receiver, base] = await Promise.all([createTestDatabase(), startReceiver(), freeBasePort()]);
     nats = createTestNats(SPAWNED_NATS_URL);
+    // No NATS_URL: `pnpm start` spawns nats-server (Debian installs it in /usr/sbin).
+    const { NATS_URL: _, ...common } = testStackEnv(base, db, nats);
     env = {
+      ...common,
       PATH: `${process.env.PATH ?? ''}:/usr/sbin`,
-      HOME: process.env.HOME ?? '/root',
-      HOST: '127.0.0.1',
-      PORT: String(base),
-      DATABASE_URL: db.url,
-      MCS_NATS_PREFIX: nats.prefix,
-      LOG_LEVEL: 'warn',
-      WEBHOOK_SECRETS_KEY: randomBytes(32).toString('base64'),
       WEBHOOK_ALLOW_HTTP: 'true',
       WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
-      MAIL_DIR: `${REPO_ROOT}.data/test-mail/${nats.prefix}`,
     };
     launcher = spawn(process.execPath, ['scripts/start.ts'], {
       cwd: REPO_ROOT,

@@ -10,7 +10,6 @@
 // API answers /v1, each comes back after kill -9, and SIGTERM to `pnpm start` leaves nothing
 // running. A bad MCS_ONE_PROCESS stops `pnpm start` before it starts anything.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import {
@@ -22,6 +21,7 @@ import {
   startReceiver,
   type TestDatabase,
   type TestNats,
+  testStackEnv,
   until,
 } from '@mcs/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -47,15 +47,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** What `pnpm start` runs with here: its own database, JetStream prefix and ports. */
 function startEnv(base: number, db: TestDatabase, nats: TestNats): Record<string, string> {
   return {
-    PATH: process.env.PATH ?? '',
-    HOME: process.env.HOME ?? '/root',
-    HOST: '127.0.0.1',
-    PORT: String(base),
-    DATABASE_URL: db.url,
-    NATS_URL: nats.url,
-    MCS_NATS_PREFIX: nats.prefix,
-    LOG_LEVEL: 'warn',
-    WEBHOOK_SECRETS_KEY: randomBytes(32).toString('base64'),
+    ...testStackEnv(base, db, nats),
     WEBHOOK_ALLOW_HTTP: 'true',
     WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
     WEBHOOK_TIMEOUT: '2s',
@@ -63,7 +55,6 @@ function startEnv(base: number, db: TestDatabase, nats: TestNats): Record<string
     WEBHOOK_RETRY_SCHEDULE: '1s,1s,2s,5s,10s',
     // Keys are checked with the accounts service at least every second, so its outage shows.
     AUTH_CACHE_TTL: '1s',
-    MAIL_DIR: `${REPO_ROOT}.data/test-mail/${nats.prefix}`,
   };
 }
 

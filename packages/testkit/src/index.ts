@@ -37,6 +37,7 @@ export {
   REPO_ROOT,
   type Stack,
   startStack,
+  testStackEnv,
   waitForPort,
 } from './stack.ts';
 export { type NotYet, type UntilOptions, until } from './until.ts';

@@ -106,6 +106,25 @@ async function portFree(port: number): Promise<boolean> {
  */
 const PORT_QUARTER = 20_000 + ((Number(process.env.VITEST_POOL_ID ?? 1) - 1) % 4) * 2_500;
 
+/**
+ * What a test's stack runs with, whether its parts are started here (startStack) or by
+ * `scripts/start.ts` (the supervisor's tests): its own ports from `base`, database, JetStream
+ * prefix, signing-secrets key and mail directory; quiet logs. Add what the test needs.
+ */
+export function testStackEnv(base: number, db: TestDatabase, nats: TestNats): Record<string, string> {
+  return {
+    PATH: process.env.PATH ?? '',
+    HOME: process.env.HOME ?? '/root',
+    HOST: '127.0.0.1',
+    PORT: String(base),
+    DATABASE_URL: db.url,
+    NATS_URL: nats.url,
+    MCS_NATS_PREFIX: nats.prefix,
+    LOG_LEVEL: 'warn',
+    WEBHOOK_SECRETS_KEY: randomBytes(32).toString('base64'),
+    MAIL_DIR: `${REPO_ROOT}.data/test-mail/${nats.prefix}`,
+  };
+}
 /** A base port with the next five free too (the gateway's METRICS_PORT is base + 5), below the ephemeral range (PERF-NOTES.md). */
 export async function freeBasePort(taken: number[] = []): Promise<number> {
   for (let i = 0; i < 50; i++) {
@@ -175,16 +194,7 @@ export async function startStack(
   for (let r = 0; r < blocks; r++) bases.push(await freeBasePort(bases));
   const base = bases[0]!;
   const env: Record<string, string> = {
-    PATH: process.env.PATH ?? '',
-    HOME: process.env.HOME ?? '/root',
-    HOST: '127.0.0.1',
-    PORT: String(base),
-    DATABASE_URL: db.url,
-    NATS_URL: nats.url,
-    MCS_NATS_PREFIX: nats.prefix,
-    LOG_LEVEL: 'warn',
-    WEBHOOK_SECRETS_KEY: randomBytes(32).toString('base64'),
-    MAIL_DIR: `${REPO_ROOT}.data/test-mail/${nats.prefix}`,
+    ...testStackEnv(base, db, nats),
     // As `pnpm start` does: the gateway reaches each service over a Unix domain socket.
     SERVICE_SOCKET_DIR: `${REPO_ROOT}.data/run`,
     ...opts.env,
