@@ -40,6 +40,7 @@ import {
 } from '@bufbuild/protobuf';
 import { appendHeaders, Code, ConnectError, type Transport, type UnaryResponse } from '@connectrpc/connect';
 import { codeFromHttpStatus, errorFromJsonBytes } from '@connectrpc/connect/protocol-connect';
+import { raceCall } from '@mcs/kit/call-race';
 import { type Dispatcher, Pool } from 'undici';
 
 /** Answers larger than this are refused (no answer of ours comes near it). */
@@ -122,39 +123,10 @@ export function createUnaryTransport(
       else for (const name in header) outgoing[name.toLowerCase()] = header[name]!;
     }
 
-    return new Promise<UnaryResponse<I, O>>((resolve, reject) => {
-      if (signal?.aborted) {
-        reject(ConnectError.from(signal.reason, Code.Canceled));
-        return;
-      }
-      let done = false;
-      let timer: NodeJS.Timeout | undefined;
-      let cancel: (() => void) | undefined;
-      const finish = () => {
-        if (done) return false;
-        done = true;
-        if (timer) clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-        return true;
-      };
-      const fail = (err: ConnectError) => {
-        if (!finish()) return;
-        cancel?.();
-        reject(err);
-      };
-      const onAbort = () => fail(ConnectError.from(signal?.reason, Code.Canceled));
-      signal?.addEventListener('abort', onAbort, { once: true });
-      if (timeoutMs !== undefined && timeoutMs > 0)
-        timer = setTimeout(
-          () => fail(new ConnectError('the operation timed out', Code.DeadlineExceeded)),
-          timeoutMs,
-        );
-      cancel = send(pathOf(method), outgoing, body, {
-        broken(err) {
-          if (finish()) reject(err);
-        },
+    return raceCall<UnaryResponse<I, O>>(signal, timeoutMs, ({ resolve, reject }) =>
+      send(pathOf(method), outgoing, body, {
+        broken: reject,
         answered(status, raw, bytes) {
-          if (!finish()) return;
           const h = new Headers();
           const t = new Headers();
           for (const name in raw) {
@@ -193,10 +165,8 @@ export function createUnaryTransport(
           }
           resolve({ stream: false, service: method.parent, method, header: h, message: output, trailer: t });
         },
-      });
-      // The call may have broken already (no connection at all).
-      if (done) cancel();
-    });
+      }),
+    );
   }
 
   return { unary, stream: streaming.stream.bind(streaming) } as Transport;

@@ -28,6 +28,7 @@ import {
   toBinary,
 } from '@bufbuild/protobuf';
 import { Code, ConnectError, type Transport, type UnaryResponse } from '@connectrpc/connect';
+import { raceCall } from './call-race.ts';
 import type { LocalAnswer } from './fast-unary.ts';
 import type { ServerHandle } from './server.ts';
 
@@ -71,38 +72,14 @@ export function createInProcessTransport(
     // The common case: no deadline and no signal to race against.
     if (deadline === undefined && signal === undefined)
       return call({ input: message, header: new Headers(header), timeoutMs: undefined, signal }).then(answer);
-    return new Promise<UnaryResponse<I, O>>((resolve, reject) => {
-      let done = false;
-      let timer: NodeJS.Timeout | undefined;
+    return raceCall<UnaryResponse<I, O>>(signal, deadline, ({ resolve, reject }) => {
       // The implementation is told through its own signal (aborted with this call's).
       const cancel = new AbortController();
-      const finish = () => {
-        if (done) return false;
-        done = true;
-        if (timer) clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-        return true;
-      };
-      const fail = (err: ConnectError) => {
-        if (!finish()) return;
-        cancel.abort(err);
-        reject(err);
-      };
-      const onAbort = () => fail(ConnectError.from(signal?.reason, Code.Canceled));
-      signal?.addEventListener('abort', onAbort, { once: true });
-      if (deadline !== undefined)
-        timer = setTimeout(
-          () => fail(new ConnectError('the operation timed out', Code.DeadlineExceeded)),
-          deadline,
-        );
       call({ input: message, header: new Headers(header), timeoutMs: deadline, signal: cancel.signal }).then(
-        (a) => {
-          if (finish()) resolve(answer(a));
-        },
-        (err: ConnectError) => {
-          if (finish()) reject(err);
-        },
+        (a) => resolve(answer(a)),
+        reject,
       );
+      return (reason) => cancel.abort(reason);
     });
   }
 
