@@ -1,4 +1,4 @@
-// The accounts service: accounts, their API keys (stored hashed) and plan limits. It has no
+// The accounts service: accounts, their API keys (stored hashed) and plan limits.
 // Its own process: the part (part.ts), stopped in order on SIGTERM/SIGINT.
 import { createLogger } from '@mcs/kit/log';
 import { runProcess } from '@mcs/kit/server';

@@ -1,6 +1,6 @@
 // The accounts service: accounts, their API keys (stored hashed) and plan limits. It has no
-// Started by main.ts in a process of its own, or with the gateway and two other services in one (scripts/one-process.ts).
 // domain events (no outbox); it only announces key revocations to the gateways over core NATS.
+// Started by main.ts in a process of its own, or with the gateway and two other services in one (scripts/one-process.ts).
 import { createDatabase } from '@mcs/kit/db';
 import { databaseDependency, natsDependency } from '@mcs/kit/health';
 import type { Logger } from '@mcs/kit/log';

@@ -1,4 +1,5 @@
 // The webhooks service: endpoints, the event log, fan-out from JetStream, signed deliveries
+// with retries and endpoint health, and the unhealthy e-mail.
 // Its own process: the part (part.ts), stopped in order on SIGTERM/SIGINT.
 import { createLogger } from '@mcs/kit/log';
 import { runProcess } from '@mcs/kit/server';

@@ -1,6 +1,6 @@
 // The webhooks service: endpoints, the event log, fan-out from JetStream, signed deliveries
-// Started by main.ts in a process of its own, always: with MCS_ONE_PROCESS too (scripts/one-process.ts says why).
 // with retries and endpoint health, and the unhealthy e-mail.
+// Started by main.ts in a process of its own, always: with MCS_ONE_PROCESS too (scripts/one-process.ts says why).
 import { fileURLToPath } from 'node:url';
 import { serviceUrl } from '@mcs/kit/config';
 import { createDatabase } from '@mcs/kit/db';
