@@ -9,6 +9,7 @@ export default defineConfig({
       'packages/*/vitest.config.ts',
       'gateway/vitest.config.ts',
       'test/vitest.config.ts',
+      'test/vitest.alone.config.ts',
     ],
   },
 });
