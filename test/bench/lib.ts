@@ -122,11 +122,15 @@ export async function waitUntil(
 // ---------------------------------------------------------------------------------------------
 // The stack
 
-/** Every benchmark stack: plain-HTTP receivers on loopback, quiet logs. */
+/**
+ * Every benchmark stack: plain-HTTP receivers on loopback, quiet logs, and the webhooks process
+ * at pnpm start's niceness (test stacks leave it at 0: testkit startStack).
+ */
 export const BENCH_ENV = {
   WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
   WEBHOOK_ALLOW_HTTP: 'true',
   LOG_LEVEL: 'warn',
+  WEBHOOK_NICE: '10',
 };
 
 function reachable(host: string, port: number, timeoutMs = 2_000): Promise<boolean> {

@@ -75,6 +75,7 @@ describe('Prometheus metrics', () => {
         WEBHOOK_ALLOW_HTTP: 'true',
         WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
         WEBHOOK_RETRY_SCHEDULE: '100ms,100ms',
+        WEBHOOK_NICE: '10', // pnpm start's default, which test stacks leave at 0 (testkit)
       },
     });
     keys = await stack.createAccount();

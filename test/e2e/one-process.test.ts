@@ -30,7 +30,8 @@ beforeAll(async () => {
   receiver = await startReceiver({ certs });
   stack = await startStack({
     oneProcess: true,
-    env: { NODE_EXTRA_CA_CERTS: certs.caFile, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' },
+    // WEBHOOK_NICE: pnpm start's default, which test stacks leave at 0 (testkit).
+    env: { NODE_EXTRA_CA_CERTS: certs.caFile, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_NICE: '10' },
   });
   keys = await stack.createAccount();
 });

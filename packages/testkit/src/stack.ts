@@ -197,6 +197,11 @@ export async function startStack(
     ...testStackEnv(base, db, nats),
     // As `pnpm start` does: the gateway reaches each service over a Unix domain socket.
     SERVICE_SOCKET_DIR: `${REPO_ROOT}.data/run`,
+    // Not niceness 10, the default: `pnpm test` runs two files at a time, and a webhooks process
+    // at 10 yields to the other file's stack too, which no deployment has beside it. Starved that
+    // way on a slow VM, a delivery's 20 ms answer went unread past a test's 1 s time-out and its
+    // retry arrived twice. Tests of the niceness itself set it.
+    WEBHOOK_NICE: '0',
     ...opts.env,
   };
   const logs = Object.fromEntries(PARTS.map((p) => [p, [] as string[]])) as Record<Part, string[]>;
