@@ -6,6 +6,7 @@ import {
   csrfField,
   type EndpointView,
   endpointPath,
+  eventsFieldset,
   flashBox,
   html,
   layout,
@@ -68,7 +69,6 @@ export function endpointPage(opts: {
   const { viewer, endpoint: ep, stats } = opts;
   const path = endpointPath(ep.id);
   const chosen = new Set(ep.events);
-  const types = ['*', ...opts.eventTypes];
   const body = html`<p><a href="${SETTINGS}">← Webhook endpoints</a></p>
 <h1 class="url">${ep.url}</h1>
 <p class="lead"><span class="badge ${ep.status}">${STATUS_LABEL[ep.status]}</span> <span class="mono">${ep.id}</span> · added ${time(ep.createdAt)}
@@ -87,14 +87,7 @@ ${successChart(stats)}
 <div class="submit"><button type="submit" class="primary">Send test event</button></div></form>
 <h2>Events and description</h2>
 <form class="card" method="post" action="${path}" id="edit-endpoint">${csrfField(viewer)}
-<fieldset><legend>Events to send</legend><div class="events">
-${types.map(
-  (t) =>
-    html`<label><input type="checkbox" name="events" value="${t}"${chosen.has(t) ? ' checked' : ''}> ${
-      t === '*' ? html`<span><code>*</code> all resource events</span>` : html`<code>${t}</code>`
-    }</label>`,
-)}
-</div></fieldset>
+${eventsFieldset(opts.eventTypes, chosen)}
 <label class="field" for="edit-description">Description <span class="meta">(optional)</span></label>
 <input type="text" id="edit-description" name="description" maxlength="500" value="${ep.description ?? ''}">
 <div class="submit"><button type="submit" class="primary">Save</button></div></form>`;

@@ -8,6 +8,7 @@ import {
   type EndpointView,
   endpointPath,
   eventPath,
+  eventsFieldset,
   flashBox,
   html,
   layout,
@@ -88,14 +89,7 @@ function newEndpointForm(
 ${csrfField(viewer)}<input type="hidden" name="idempotency_key" value="${idempotencyKey}">
 <label class="field" for="url">Endpoint URL</label>
 <input type="url" id="url" name="url" required placeholder="https://example.com/webhooks" value="${form?.url ?? ''}">
-<fieldset><legend>Events to send</legend><div class="events">
-${['*', ...eventTypes].map(
-  (t) =>
-    html`<label><input type="checkbox" name="events" value="${t}"${chosen.has(t) ? ' checked' : ''}> ${
-      t === '*' ? html`<span><code>*</code> all resource events</span>` : html`<code>${t}</code>`
-    }</label>`,
-)}
-</div></fieldset>
+${eventsFieldset(eventTypes, chosen)}
 <label class="field" for="description">Description <span class="meta">(optional)</span></label>
 <input type="text" id="description" name="description" maxlength="500" value="${form?.description ?? ''}">
 <div class="submit"><button type="submit" class="primary">Add endpoint</button></div>

@@ -238,6 +238,21 @@ ${modeSwitch(viewer)}
 
 export const csrfField = (viewer: Viewer) => html`<input type="hidden" name="csrf" value="${viewer.csrf}">`;
 
+/**
+ * The "Events to send" checkboxes of the add and edit forms: `*` (every resource event) first,
+ * then each subscribable type; `chosen` are checked.
+ */
+export function eventsFieldset(eventTypes: readonly string[], chosen: ReadonlySet<string>): SafeHtml {
+  return html`<fieldset><legend>Events to send</legend><div class="events">
+${['*', ...eventTypes].map(
+  (t) =>
+    html`<label><input type="checkbox" name="events" value="${t}"${chosen.has(t) ? ' checked' : ''}> ${
+      t === '*' ? html`<span><code>*</code> all resource events</span>` : html`<code>${t}</code>`
+    }</label>`,
+)}
+</div></fieldset>`;
+}
+
 export function postButton(viewer: Viewer, action: string, label: string, cls = ''): SafeHtml {
   return html`<form method="post" action="${action}">${csrfField(viewer)}<button type="submit"${
     cls ? html` class="${cls}"` : ''
