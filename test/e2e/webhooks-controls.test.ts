@@ -293,10 +293,14 @@ describe('Retry-After and max_rate', () => {
     // replicas. Arrivals differ from starts by network and event-loop jitter (and the first
     // request pays the TLS handshake): on a loaded machine two arrivals came 22 ms apart from
     // slots 250 ms apart. So the rate is held over spans (the whole run, and every second of
-    // it, one arrival of slack), not between two neighbours. The whole run is measured from the
-    // second arrival: the first pays the TLS handshake, which under load took longer than the
-    // slack and shortened a run from its first arrival to 2,535 ms of the 2,750 its slots span.
-    expect(got.at(-1)!.at - got[1]!.at).toBeGreaterThanOrEqual(((n - 2) * 1000) / rate - 100);
+    // it, one arrival of slack), not between two neighbours. The whole run is measured from one
+    // of the second to fourth arrivals, whichever was nearest its slot: the first pays the TLS
+    // handshake, which under load took longer than the slack and shortened a run from its first
+    // arrival to 2,535 ms of the 2,750 its slots span; on a VM at half speed the second came
+    // 108 ms late (2,392 of 2,500 ms from it). A late arrival only shortens what is measured from
+    // it, so the best of three still shows at least 9 of the 11 gaps paced.
+    const paced = [1, 2, 3].map((k) => got.at(-1)!.at - got[k]!.at - ((n - 1 - k) * 1000) / rate);
+    expect(Math.max(...paced), `ms past each run's slots: ${paced.join(', ')}`).toBeGreaterThanOrEqual(-100);
     expect(freeGot.at(-1)!.at - started).toBeLessThan(span);
     for (let i = 0; i < got.length; i++) {
       const inWindow = got.filter((g) => g.at >= got[i]!.at && g.at < got[i]!.at + 1000).length;
