@@ -10,8 +10,12 @@
 //
 // AB_A / AB_B: `K=V;K2=V2` for every part of that stack (on top of BENCH_STACK_ENV). AB_RATE:
 // keyed orders/s (default 1000; set it to half the keyed maximum of the day). One webhook
-// endpoint on "*" per stack, as in scenario 2. Prints each round and the medians; not a
-// benchmark with a target. Run it alone on a quiet machine, like `pnpm bench`.
+// endpoint on "*" per stack, as in scenario 2. AB_PIN_A / AB_PIN_B: `part=cpus;…` pins those
+// parts of that stack (every thread) with taskset, e.g. AB_PIN_B="gateway=0;commerce=0". Prints
+// each round and the medians; not a benchmark with a target. Run it alone on a quiet machine,
+// like `pnpm bench`.
+import { execFileSync } from 'node:child_process';
+import type { Part } from '@mcs/testkit';
 import { startBare } from './ingest.ts';
 import {
   type BenchContext,
@@ -76,6 +80,11 @@ try {
     const [account] = await createAccounts(stack, 1);
     await createEndpoint(stack, account!, receiver!.url, `ab-latency ${name}`, ['*']);
     arms.push({ name, url: stack.baseUrl, key: account!.secretKey, db: stack.db.url });
+    for (const [part, cpus] of Object.entries(envOf(process.env[`AB_PIN_${name}`] ?? ''))) {
+      const pid = stack.pid(part as Part);
+      if (pid) execFileSync('taskset', ['-a', '-p', '-c', cpus, String(pid)], { stdio: 'ignore' });
+      ctx.log(`${name}: ${part} (${pid}) on CPU ${cpus}`);
+    }
     ctx.log(`${name}: ${spec || '(as committed)'}`);
   }
   // Warm both the way scenario 2 does: closed loop, then briefly at the rate.
