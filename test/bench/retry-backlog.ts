@@ -11,7 +11,7 @@
 //     the first minute's, and B's change within ±10 % of A's (an idle Node process returns memory
 //     after a while, A as much as B: that drop is the runtime, not the backlog);
 //   - claiming due retries costs the same at 0 and 1M: EXPLAIN (ANALYZE, BUFFERS) of the claim
-//     query of services/webhooks/src/delivery/engine.ts poll() (read from that file; a copy if it
+//     query of services/webhooks/src/delivery/claims.ts claimDue() (read from that file; a copy if it
 //     cannot be found there), on 500 due deliveries inserted in a transaction that is rolled back
 //     (so the running service never sees them), before and after the seed.
 // Measuring both stacks at once keeps the comparison fair when the machine is busy: when
@@ -55,25 +55,25 @@ const TARGET_RSS = 0.1;
 // ---------------------------------------------------------------------------------------------
 // The claim query
 
-/** poll()'s claim, as engine.ts had it when this benchmark was written (the fallback). */
+/** The poller's claim, as the engine had it when this benchmark was written (the fallback). */
 const CLAIM_COPY = `update webhooks.deliveries set next_attempt_at = $1
  where id in (select id from webhooks.deliveries
                where status = 'pending' and next_attempt_at <= $2
                order by next_attempt_at limit 500 for update skip locked)
 returning id, endpoint_id`;
 
-const ENGINE = 'services/webhooks/src/delivery/engine.ts';
+const CLAIMS = 'services/webhooks/src/delivery/claims.ts';
 
 /**
- * The claim query of engine.ts poll(): the first sql`…` template after `function poll(` that
+ * The poller's claim query, claims.ts claimDue(): the first sql`…` template after `function claimDue(` that
  * touches webhooks.deliveries, its interpolations mapped to $1 (the lease: now + lease) and $2
  * (now), and the ids held in memory (`mine`) to an empty array. Falls back to the copy above, and says so.
  */
 export function claimQuery(): { text: string; source: string } {
   try {
-    const src = readFileSync(path.join(REPO_ROOT, ENGINE), 'utf8');
-    const at = src.search(/function poll\s*\(/);
-    if (at < 0) throw new Error('no function poll( in it');
+    const src = readFileSync(path.join(REPO_ROOT, CLAIMS), 'utf8');
+    const at = src.search(/function claimDue\s*\(/);
+    if (at < 0) throw new Error('no function claimDue( in it');
     const templates = [...src.slice(at).matchAll(/sql`([\s\S]*?)`/g)].map((m) => m[1]!);
     const t = templates.find((x) => /webhooks\.deliveries/.test(x) && /update|select/i.test(x));
     if (!t) throw new Error('no sql`…` on webhooks.deliveries after it');
@@ -90,11 +90,11 @@ export function claimQuery(): { text: string; source: string } {
       return '';
     });
     if (unknown) throw new Error(`an interpolation it cannot map: \${${unknown}}`);
-    return { text: text.trim(), source: `${ENGINE} poll() (read from the file)` };
+    return { text: text.trim(), source: `${CLAIMS} claimDue() (read from the file)` };
   } catch (err) {
     return {
       text: CLAIM_COPY,
-      source: `a copy of ${ENGINE} poll() (not found in the file: ${(err as Error).message})`,
+      source: `a copy of ${CLAIMS} claimDue() (not found in the file: ${(err as Error).message})`,
     };
   }
 }

@@ -1,5 +1,5 @@
 // Claims and success records find their deliveries by id, whatever PostgreSQL's statistics say
-// (engine.ts, "Finding rows by id"): what such a statement reads must not grow with the number of
+// (claims.ts, "Finding rows by id"): what such a statement reads must not grow with the number of
 // pending deliveries. The adverse case is built on purpose: statistics taken while few deliveries
 // were pending (100 of 2,100), then a backlog of 20,000 sharing one next_attempt_at (as one
 // fan-out writes them). Measured with EXPLAIN ANALYZE on the real statements, rolled back: the rows of
@@ -9,7 +9,7 @@ import { type SQL, sql } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrateWebhooks } from '../db/migrate.ts';
-import { claimStatement } from './engine.ts';
+import { claimStatement } from './claims.ts';
 import { type Attempted, successesStatement } from './record.ts';
 
 let db: MigratedDatabase;

@@ -26,20 +26,8 @@
 // after a crash. Results stay single either way: every record is guarded by
 // `attempts = n - 1 and status = 'pending'` (record.ts).
 //
-// Finding rows by id. Claims and records name their deliveries by id, with the status and lease
-// each must still have. Written with `=`, those two would let the planner reach the rows through
-// the partial index of pending deliveries (deliveries_due_idx) instead of the primary key, and it
-// does when its statistics say few are pending: a new table, one not analyzed since a backlog
-// built up (autovacuum off, or under its threshold on a large table), or simply because fan-out
-// gives thousands of deliveries the same next_attempt_at. Each claim of 32 then walked every
-// pending row, once per claimed row: 240 ms per claim with 10,000 pending, and a drain of 16,000
-// deliveries bound by PostgreSQL (`pnpm bench delivery-throughput`). So these statements say
-// `is not distinct from` (the same test on these non-null values, but no index matches it), and
-// the primary key is the only index left to find their rows: the cost of a claim no longer grows
-// with the backlog, whatever the statistics (test: claim-plan.test.ts).
-//
 // per_resource ordering (docs/api.md "Ordered delivery"): a delivery with an ordering key is
-// never started from what fan-out read; claimOrdered decides, in PostgreSQL and under a lock per
+// never started from what fan-out read; claimOrdered (claims.ts) decides, in PostgreSQL and under a lock per
 // endpoint and resource, whether it goes now or is held behind an earlier change (lower outbox
 // seq) still pending or another attempt of its resource in flight; release() lets the next one
 // go once an attempt is recorded. A change that has not arrived at all cannot be seen that way:
@@ -62,13 +50,21 @@
 // A delivery attempted without a claim was checked against its endpoint's status by the fan-out
 // statement a moment before; an endpoint disabled or deleted in that moment still gets that
 // attempt, as it would an attempt already in flight, and its record follows the straggler rule.
-import { type Db, executeNamed } from '@mcs/kit/db';
+import type { Db } from '@mcs/kit/db';
 import type { Logger } from '@mcs/kit/log';
 import { endSpan, SpanKind, tracer, tracing } from '@mcs/kit/tracing';
-import { type SQL, sql } from 'drizzle-orm';
 import type { AttemptTarget, QueuedDelivery } from '../domain/fanout.ts';
 import type { SecretBox } from '../domain/secrets.ts';
 import { countOutcome, observeAttempt } from '../metrics.ts';
+import {
+  type ClaimedRow,
+  claimDue,
+  claimOrdered,
+  claimUnordered,
+  releaseOrdered,
+  reserveStarts,
+  skipDeliveries,
+} from './claims.ts';
 import { type Attempted, createSuccessLog, recordAttempt } from './record.ts';
 import type { Sender } from './sender.ts';
 import { serviceSignature, standardSignature } from './sign.ts';
@@ -134,47 +130,6 @@ const CLAIM_AHEAD = 32;
  * whose statement began at pause epoch `epoch` (see `pauses`).
  */
 type Waiting = QueuedDelivery & { claimed?: boolean; epoch?: number };
-
-/**
- * The claim of deliveries `items`, each by id and the lease it must still hold: moves the lease
- * of each unordered one to `lease` (or to its endpoint's pause, when paused at `now`) and reads
- * its target; names those with an ordering key (`keyed`), for claimOrdered. Rows are found by
- * id whatever the statistics (header, "Finding rows by id").
- *
- * Outer joins: a delivery whose endpoint was deleted (or whose event row is missing) is still
- * claimed, and then skipped rather than left pending for the poller forever. One of an endpoint
- * paused by a Retry-After is moved to the pause's end instead (not claimed). One with an
- * ordering key is left as it is and named: claimOrdered takes it.
- */
-export function claimStatement(
-  items: ReadonlyArray<Pick<QueuedDelivery, 'deliveryId' | 'lease'>>,
-  now: Date,
-  lease: Date,
-): SQL {
-  return sql`
-    with input as (
-      select * from unnest(${sql.param(items.map((i) => i.deliveryId))}::text[],
-                           ${sql.param(items.map((i) => i.lease))}::timestamptz[]) as t(id, lease)
-    ), c as (
-      update webhooks.deliveries d
-         set next_attempt_at = coalesce(
-               (select p.paused_until from webhooks.endpoints p
-                 where p.id = d.endpoint_id and p.paused_until > ${now}::timestamptz), ${lease}::timestamptz)
-        from input i
-       where d.id = i.id and d.status is not distinct from 'pending'
-         and d.next_attempt_at is not distinct from i.lease and d.ordering_key is null
-      returning d.id, d.attempts, d.schedule_start, d.endpoint_id, d.event_id,
-                d.next_attempt_at <> ${lease}::timestamptz as paused)
-    select c.id, c.attempts, c.schedule_start, c.event_id, null as ordering_key, c.paused, e.url,
-           e.secret_sealed, e.status as endpoint_status, e.max_rate, ev.body, false as keyed
-      from c left join webhooks.endpoints e on e.id = c.endpoint_id
-             left join webhooks.events ev on ev.id = c.event_id
-    union all
-    select d.id, 0, 0, d.event_id, d.ordering_key, false, null, null, null, null, null, true
-      from webhooks.deliveries d join input i on i.id = d.id
-     where d.ordering_key is not null and d.status is not distinct from 'pending'
-       and d.next_attempt_at is not distinct from i.lease`;
-}
 
 export function createEngine(opts: EngineOptions): Engine {
   const { db, log } = opts;
@@ -301,14 +256,9 @@ export function createEngine(opts: EngineOptions): Engine {
     const step = 1000 / rate;
     const k = Math.max(1, Math.min(Math.ceil(rate / 10), waitingCount, 1000));
     reserving.add(endpointId);
-    const p = db
-      .execute<{ end_ms: number }>(sql`
-        update webhooks.endpoints
-           set rate_tat = greatest(rate_tat, ${new Date(now)}::timestamptz) + ${k * step} * interval '1 millisecond'
-         where id = ${endpointId}
-        returning (extract(epoch from rate_tat) * 1000)::float8 as end_ms`)
-      .then(({ rows }) => {
-        const end = rows[0] ? Number(rows[0].end_ms) : now + step; // deleted: its claim skips it
+    const p = reserveStarts(db, endpointId, new Date(now), k * step)
+      .then((reservedEnd) => {
+        const end = reservedEnd ?? now + step; // deleted: its claim skips it
         slots.set(endpointId, { next: end - k * step, end, step });
       })
       .catch((err) => {
@@ -485,23 +435,6 @@ export function createEngine(opts: EngineOptions): Engine {
     inflight.add(p);
   }
 
-  /** The columns a claim reads back, and the target they make. */
-  type ClaimedRow = {
-    id: string;
-    attempts: number;
-    schedule_start: number;
-    event_id: string;
-    ordering_key: string | null;
-    paused: boolean;
-    url: string | null;
-    secret_sealed: Buffer | null;
-    endpoint_status: string | null;
-    max_rate: number | null;
-    body: string | null;
-    /** claimOrdered: the version it waited for in vain and goes without (its first claim only). */
-    missing_version?: number | null;
-  };
-
   /**
    * Claims `items`: moves each lease forward if it is still the one known, and reads each
    * target. Unordered deliveries take one statement; those with an ordering key (known from
@@ -516,12 +449,14 @@ export function createEngine(opts: EngineOptions): Engine {
     const rest = ordered.length === 0 ? items : items.filter((i) => !i.ordered);
     let rows: ClaimedRow[] = [];
     if (rest.length > 0) {
-      const result = await db.execute<ClaimedRow & { keyed: boolean }>(claimStatement(rest, now, lease));
-      const keyed = new Set(result.rows.filter((r) => r.keyed).map((r) => r.id));
-      rows = result.rows.filter((r) => !r.keyed);
+      const { rows: unordered, keyed } = await claimUnordered(db, rest, now, lease);
+      rows = unordered;
       if (keyed.size > 0) for (const i of rest) if (keyed.has(i.deliveryId)) ordered.push(i);
     }
-    if (ordered.length > 0) rows = rows.concat(await claimOrdered(ordered, now, lease));
+    if (ordered.length > 0) {
+      const claim = { now, lease, holdMs, recheckMs: pollMs, orderingWaitMs };
+      rows = rows.concat(await claimOrdered(db, ordered, claim));
+    }
     const byId = new Map(rows.map((r) => [r.id, r]));
     const claimed: Waiting[] = [];
     const skip: string[] = [];
@@ -564,102 +499,8 @@ export function createEngine(opts: EngineOptions): Engine {
         },
       });
     }
-    if (skip.length > 0) {
-      await db.execute(sql`
-        update webhooks.deliveries set status = 'skipped', next_attempt_at = null
-         where id = any(${sql.param(skip)}::text[]) and status is not distinct from 'pending'`);
-    }
+    if (skip.length > 0) await skipDeliveries(db, skip);
     return claimed;
-  }
-
-  /**
-   * per_resource: claims deliveries that have an ordering key, by the ordering rule, across
-   * processes. A delivery is held back (ordering_held, its next_attempt_at a HOLD ahead) while
-   * another delivery of its endpoint and resource is pending with a lower seq (an earlier
-   * change not yet succeeded nor given up), or is in flight (its ordering_lease is its
-   * next_attempt_at, still ahead: claimed for an attempt not yet recorded). Otherwise it is
-   * claimed, and its lease is written to ordering_lease too, which holds the others back.
-   *
-   * Those rules order what has arrived. A change that has not (its publish failed and the
-   * outbox poll sends it seconds later; two writers' publishes crossed) is caught by its
-   * version: a delivery of version v (ordering_version, set by fan-out when v > 1) is also held
-   * while the event of version v − 1 of its resource is not in webhooks.events — fan-out
-   * records every event there, whichever endpoints want it. Such a delivery is due again after
-   * one poll interval (recorded meanwhile, its predecessor is then ordered by seq as above;
-   * if this endpoint gets it, its success releases this one at once), and stops waiting
-   * `orderingWaitMs` after it was recorded, so a lost event cannot block its resource: it goes,
-   * and a warning names the missing version. Resends and recoveries carry no version: they
-   * never wait for a predecessor.
-   *
-   * So that two claims of one resource (two replicas, or a claim racing a fresh earlier event)
-   * cannot both pass, the claims of a resource are serialized: a transaction takes an advisory
-   * lock per (endpoint, resource) first, in a fixed order (no deadlock between claims), and the
-   * claim statement runs after, on a snapshot that sees every claim made before it. Unordered
-   * deliveries never come here.
-   */
-  async function claimOrdered(items: Waiting[], now: Date, lease: Date): Promise<ClaimedRow[]> {
-    const hold = new Date(now.getTime() + holdMs);
-    const recheck = new Date(now.getTime() + pollMs);
-    const waitedSince = new Date(now.getTime() - orderingWaitMs);
-    const ids = sql.param(items.map((i) => i.deliveryId));
-    return db.transaction(async (tx) => {
-      await tx.execute(sql`
-        select pg_advisory_xact_lock(k.h)
-          from (select distinct hashtextextended(endpoint_id || ' ' || ordering_key, 0) as h
-                  from webhooks.deliveries
-                 where id = any(${ids}::text[]) and ordering_key is not null
-                 order by 1) k`);
-      // Named (planned once per connection): every ordered delivery's claim runs it.
-      return executeNamed<ClaimedRow>(
-        tx,
-        'mcs_claim_ordered',
-        sql`
-        with input as (
-          select * from unnest(${ids}::text[], ${sql.param(items.map((i) => i.lease))}::timestamptz[]) as t(id, lease)
-        ), s as (
-          select d.id,
-                 exists (
-                   select 1 from webhooks.deliveries o
-                    where o.endpoint_id = d.endpoint_id and o.ordering_key = d.ordering_key
-                      and o.status = 'pending' and o.id <> d.id
-                      and (o.ordering_seq < d.ordering_seq
-                           or (o.ordering_lease = o.next_attempt_at and o.ordering_lease > ${now}::timestamptz))
-                 ) as held,
-                 d.ordering_version is not null and not exists (
-                   select 1 from webhooks.events v
-                    where v.resource_key = d.ordering_key and v.resource_version = d.ordering_version - 1
-                 ) as missing,
-                 d.created_at,
-                 (select p.paused_until from webhooks.endpoints p
-                   where p.id = d.endpoint_id and p.paused_until > ${now}::timestamptz) as paused_until
-            from webhooks.deliveries d join input i on i.id = d.id
-           where d.status is not distinct from 'pending' and d.next_attempt_at is not distinct from i.lease
-             and d.ordering_key is not null
-        ), w as (
-          select s.*, s.missing and s.created_at > ${waitedSince}::timestamptz as waiting from s
-        ), c as (
-          update webhooks.deliveries d
-             set next_attempt_at = case when w.held then ${hold}::timestamptz
-                                        when w.waiting then least(w.created_at + make_interval(secs => ${orderingWaitMs / 1000}::float8),
-                                                                  ${recheck}::timestamptz)
-                                        else coalesce(w.paused_until, ${lease}::timestamptz) end,
-                 ordering_held = w.held or w.waiting,
-                 ordering_lease = case when w.held or w.waiting or w.paused_until is not null then null
-                                       else ${lease}::timestamptz end
-            from w, input i
-           where d.id = w.id and i.id = d.id and d.status is not distinct from 'pending'
-             and d.next_attempt_at is not distinct from i.lease
-          returning d.id, d.attempts, d.schedule_start, d.endpoint_id, d.event_id, d.ordering_key,
-                    w.held or w.waiting or w.paused_until is not null as paused,
-                    case when w.missing and not (w.held or w.waiting or w.paused_until is not null)
-                              and d.attempts = 0 then d.ordering_version - 1 end as missing_version)
-        select c.id, c.attempts, c.schedule_start, c.event_id, c.ordering_key, c.paused, e.url,
-               e.secret_sealed, e.status as endpoint_status, e.max_rate, ev.body, c.missing_version
-          from c left join webhooks.endpoints e on e.id = c.endpoint_id
-                 left join webhooks.events ev on ev.id = c.event_id`,
-        { rows: items.length },
-      );
-    });
   }
 
   function start(item: Waiting, target: AttemptTarget, inSlowLane: boolean): void {
@@ -821,53 +662,25 @@ export function createEngine(opts: EngineOptions): Engine {
    * by the poller once its hold runs out.
    */
   async function release(endpointId: string, key: string): Promise<void> {
-    const now = clock();
-    const lease = new Date(now.getTime() + leaseMs);
-    // Under the resource's claim lock (claimOrdered): a claim that is deciding to hold the next
-    // delivery back on a snapshot from before this attempt was recorded has committed that hold
-    // when this looks, so the hold is never missed (it would wait a whole HOLD).
-    const rows = await db.transaction(async (tx) => {
-      await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`${endpointId} ${key}`}, 0))`);
-      return executeNamed<{ id: string }>(
-        tx,
-        'mcs_release_ordered',
-        sql`
-        update webhooks.deliveries set next_attempt_at = ${lease}, ordering_held = false
-         where id = (select id from webhooks.deliveries
-                      where endpoint_id = ${endpointId} and ordering_key = ${key} and status = 'pending'
-                      order by ordering_seq limit 1)
-           and status = 'pending' and ordering_held
-        returning id`,
-      );
-    });
-    if (rows.length > 0) enqueue(rows.map((r) => ({ deliveryId: r.id, endpointId, lease, ordered: true })));
+    const lease = new Date(clock().getTime() + leaseMs);
+    const ids = await releaseOrdered(db, endpointId, key, lease);
+    if (ids.length > 0) enqueue(ids.map((id) => ({ deliveryId: id, endpointId, lease, ordered: true })));
   }
 
   async function poll(): Promise<number> {
     if (stopped || queued >= MEMORY_QUEUE_CAP / 2) return 0;
     const now = clock();
     const lease = new Date(now.getTime() + leaseMs);
-    // Deliveries waiting in this process's memory (a slow endpoint's backlog) are left alone:
-    // they are claimed before their attempt anyway, and taking them again every poll rewrote up
-    // to 500 rows a second for nothing, slowing every other statement (fan-out included). Another
-    // replica still takes them once their lease has run out. (`not in (select …)`: a hashed
-    // subplan, one look-up per row however long the list.)
-    const mine = [...waitingById.keys()];
-    const claimed = await db.execute<{ id: string; endpoint_id: string; ordered: boolean }>(sql`
-      update webhooks.deliveries set next_attempt_at = ${lease}
-       where id in (select id from webhooks.deliveries
-                     where status = 'pending' and next_attempt_at <= ${now}
-                       and id not in (select unnest(${sql.param(mine)}::text[]))
-                     order by next_attempt_at limit 500 for update skip locked)
-      returning id, endpoint_id, ordering_key is not null as ordered`);
+    // Deliveries waiting in this process's memory (a slow endpoint's backlog) are left alone.
+    const claimed = await claimDue(db, now, lease, [...waitingById.keys()]);
     enqueue(
-      claimed.rows.map((r) =>
+      claimed.map((r) =>
         r.ordered
           ? { deliveryId: r.id, endpointId: r.endpoint_id, lease, ordered: true }
           : { deliveryId: r.id, endpointId: r.endpoint_id, lease },
       ),
     );
-    return claimed.rows.length;
+    return claimed.length;
   }
 
   let polling = false;

@@ -247,7 +247,7 @@ export async function recordAttempt(
 }
 
 /**
- * The record of successful attempts `list`, found by id whatever the statistics (engine.ts,
+ * The record of successful attempts `list`, found by id whatever the statistics (claims.ts,
  * "Finding rows by id"); answers the ids it recorded.
  */
 export function successesStatement(list: readonly Attempted[], now: Date): SQL {
