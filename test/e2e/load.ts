@@ -192,7 +192,7 @@ export async function ledger(stack: Stack, accountId: string) {
 export interface StreamAudit {
   /** Messages JetStream stored since the audit began. */
   messages: number;
-  /** Events in them (a batch message holds several: kit/outbox, events.proto EventBatch). */
+  /** Events in them (a batch message holds several: kit/relay, events.proto EventBatch). */
   events: number;
   /** Distinct event ids among them: `events − distinct` were stored twice. */
   distinct: number;

@@ -10,7 +10,7 @@ import { databaseDependency, natsDependency } from './health.ts';
 import { createKeyStore, type IdempotencyTable, type KeyStore, startKeyJanitor } from './idempotency.ts';
 import type { Logger } from './log.ts';
 import { connectNats, createEventPublisher, ensureStream, streamNames } from './nats.ts';
-import { type Relay, startRelay } from './outbox.ts';
+import { type Relay, startRelay } from './relay.ts';
 import { errorLogger, type StartedPart, startConnectServer } from './server.ts';
 
 export interface OutboxPartDeps {

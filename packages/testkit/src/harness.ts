@@ -13,7 +13,7 @@ import {
   type StreamNames,
   streamNames,
 } from '@mcs/kit/nats';
-import { type Relay, startRelay } from '@mcs/kit/outbox';
+import { type Relay, startRelay } from '@mcs/kit/relay';
 import { type ServerHandle, startConnectServer } from '@mcs/kit/server';
 import { events } from '@mcs/proto';
 import type { NatsConnection } from 'nats';
@@ -38,7 +38,7 @@ export async function startEventProbe(nc: NatsConnection, names: StreamNames): P
   const waiters = new Set<() => void>();
   const loop = (async () => {
     for await (const m of messages) {
-      // One event, or several in one EventBatch (kit/outbox).
+      // One event, or several in one EventBatch (kit/relay).
       if (m.subject === names.batch) {
         for (const item of fromBinary(events.EventBatchSchema, m.data).events)
           received.push(fromBinary(events.EventSchema, item.event));

@@ -83,7 +83,7 @@ function versionOf(m: JsMsg): number | null {
 
 /**
  * The events of one message: one event on its type's subject, or several in an EventBatch on
- * `names.batch` (kit/outbox publishNow). Throws when the message cannot be read.
+ * `names.batch` (kit/relay publishNow). Throws when the message cannot be read.
  */
 function eventsOf(m: JsMsg, names: StreamNames): IncomingEvent[] {
   if (m.subject !== names.batch) {

@@ -129,7 +129,7 @@ export async function emit(tx: Tx, caller: Caller, e: Emitted): Promise<void> {
 /**
  * Runs a write in one transaction, once per idempotency key (kit/idempotency writeKeyed: the
  * key and the answer commit with the write); once it committed, the relay publishes its events
- * from memory (kit/outbox publishAfter).
+ * from memory (kit/relay publishAfter).
  */
 export async function write<T extends Message>(
   deps: Deps,

@@ -1,6 +1,7 @@
-// The outbox relay against the real PostgreSQL and NATS JetStream of the machine: events
-// published from memory after commit (those of one turn in one message), nothing for a rolled-back write, rows left behind taken
-// by the poll once they have aged, deletes grouped into batches.
+// The outbox (outbox.ts) and its relay (relay.ts) against the real PostgreSQL and NATS JetStream
+// of the machine: events published from memory after commit (those of one turn in one message),
+// nothing for a rolled-back write, rows left behind taken by the poll once they have aged,
+// deletes grouped into batches.
 import { randomBytes } from 'node:crypto';
 import { fromBinary } from '@bufbuild/protobuf';
 import { events } from '@mcs/proto';
@@ -17,17 +18,14 @@ import { createEventPublisher, ensureStream, type StreamNames, streamNames } fro
 import {
   appendEvent,
   insertWithEvent,
-  LINGER_BATCH_EVENTS,
   type NewEvent,
   OUTBOX_SEQ_HEADER,
   outboxEntry,
   outboxTable,
   RESOURCE_VERSION_HEADER,
-  type Relay,
-  type RelayOptions,
-  startRelay,
   transaction,
 } from './outbox.ts';
+import { LINGER_BATCH_EVENTS, type Relay, type RelayOptions, startRelay } from './relay.ts';
 
 const schema = pgSchema('relay_test');
 const outbox = outboxTable(schema);
