@@ -1,25 +1,28 @@
 // The OpenAPI 3.1 document, derived from the same descriptors and route table as the gateway
 // itself, so it cannot drift from what is served: every field the renderer writes is required
 // in the response schemas, `optional` proto fields are nullable, and the words and input rules
-// the descriptors cannot carry come from openapi-meta.ts.
-import { type DescEnum, type DescField, type DescMessage, getOption, ScalarType } from '@bufbuild/protobuf';
+// the descriptors cannot carry come from openapi-meta.ts. Here: the operations of the routes,
+// the webhooks (one per event type), the errors and the document; the component schemas are
+// made by openapi-schemas.ts, the `mcs listen` operations by openapi-listen.ts.
+import { getOption } from '@bufbuild/protobuf';
 import { catalog, type ErrorCode, statusOf } from '@mcs/errors';
-import { api, events, webhooks as webhooksPb } from '@mcs/proto';
+import { api, events } from '@mcs/proto';
 import { enumValueName, fieldFlags, isInternal, isListResponse, objectName } from '@mcs/rest';
+import { listenOperations } from './openapi-listen.ts';
 import {
   eventMeta,
-  type FieldMeta,
   fieldMeta,
   idExample,
   idPattern,
   operationErrors,
   operationMeta,
-  TIMESTAMP_EXAMPLE,
   tagMeta,
 } from './openapi-meta.ts';
+import { createSchemaSet, pascal, type Schema } from './openapi-schemas.ts';
 import type { Route } from './routes.ts';
 
-export type Schema = Record<string, unknown>;
+export type { Schema };
+
 export type OpenApiDocument = Record<string, unknown> & {
   paths: Record<string, Record<string, Operation>>;
   webhooks: Record<string, { post: Operation }>;
@@ -47,8 +50,6 @@ const splitWords = (name: string) =>
     .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
     .toLowerCase()
     .replace(/^./, (c) => c.toUpperCase());
-
-const pascal = (s: string) => s.replace(/(^|[._])([a-z])/g, (_, __, c: string) => c.toUpperCase());
 
 const ERROR_NAMES: Record<number, string> = {
   400: 'BadRequest',
@@ -143,251 +144,10 @@ export function errorCodesOf(t: OperationTraits): Map<number, ErrorCode[]> {
 }
 
 export function buildOpenApi(routes: Route[], serverUrl: string): OpenApiDocument {
-  const schemas: Record<string, Schema> = {};
-  const owners = new Map<string, string>(); // schema name → message typeName
   const types = eventTypes();
   const errorCodes = codesByStatus();
-
-  function nameFor(desc: DescMessage, input: boolean): string {
-    let name = desc.name;
-    if (input && !name.endsWith('Input')) name = `${name}Input`;
-    return name;
-  }
-
-  function ref(desc: DescMessage, input: boolean): Schema {
-    if (desc.typeName === 'google.protobuf.Timestamp')
-      return { type: 'string', format: 'date-time', examples: [TIMESTAMP_EXAMPLE] };
-    let name = nameFor(desc, input);
-    if (!owners.has(name)) {
-      owners.set(name, desc.typeName);
-      schemas[name] = {}; // reserve first: messages may refer to themselves
-      schemas[name] = input ? inputSchema(desc) : outputSchema(desc);
-    } else if (owners.get(name) !== desc.typeName && schemas[name] !== undefined) {
-      // Two messages of one name (commerce.Customer, messaging.Customer): share the schema when
-      // they render alike, else qualify with the package.
-      const twin = input ? inputSchema(desc) : outputSchema(desc);
-      if (JSON.stringify(twin) !== JSON.stringify(schemas[name])) {
-        const pkg = desc.typeName.split('.')[1] ?? '';
-        name = `${pascal(pkg)}${name}`;
-        owners.set(name, desc.typeName);
-        schemas[name] = twin;
-      }
-    }
-    return { $ref: `#/components/schemas/${name}` };
-  }
-
-  function scalar(t: ScalarType): Schema {
-    switch (t) {
-      case ScalarType.STRING:
-        return { type: 'string' };
-      case ScalarType.BOOL:
-        return { type: 'boolean' };
-      case ScalarType.DOUBLE:
-      case ScalarType.FLOAT:
-        return { type: 'number' };
-      case ScalarType.BYTES:
-        return { type: 'string', contentEncoding: 'base64' };
-      default:
-        return { type: 'integer' };
-    }
-  }
-
-  const enumWords = (e: DescEnum) =>
-    e.values.map((v) => enumValueName(e, v.number)).filter((v): v is string => v !== null);
-
-  /** Applies a field's rules to its value schema (items of lists). */
-  function constrain(s: Schema, meta: FieldMeta | undefined): Schema {
-    if (!meta) return s;
-    const out = { ...s };
-    if (meta.idOf) {
-      out.pattern = idPattern(meta.idOf);
-      out.examples = [idExample(meta.idOf)];
-    }
-    for (const k of ['pattern', 'minLength', 'maxLength', 'minimum', 'maximum', 'format'] as const) {
-      if (meta[k] !== undefined) out[k] = meta[k];
-    }
-    if (meta.eventTypes) Object.assign(out, { enum: [...types, '*'] });
-    return out;
-  }
-
-  function fieldSchema(owner: DescMessage, f: DescField, input: boolean): Schema {
-    const meta = fieldMeta[`${owner.name}.${f.name}`];
-    let s: Schema;
-    switch (f.fieldKind) {
-      case 'scalar':
-        s = constrain(scalar(f.scalar), meta);
-        break;
-      case 'enum':
-        s = { type: 'string', enum: enumWords(f.enum) };
-        break;
-      case 'message':
-        s = ref(f.message, input);
-        break;
-      case 'list': {
-        const item =
-          f.listKind === 'scalar'
-            ? constrain(scalar(f.scalar), meta)
-            : f.listKind === 'enum'
-              ? { type: 'string', enum: enumWords(f.enum) }
-              : ref(f.message, input);
-        s = { type: 'array', items: item };
-        if (meta?.minItems) s.minItems = meta.minItems;
-        if (meta?.maxItems) s.maxItems = meta.maxItems;
-        break;
-      }
-      case 'map':
-        s = { type: 'object', additionalProperties: f.mapKind === 'message' ? ref(f.message, input) : {} };
-        break;
-      default:
-        s = {};
-    }
-    // `optional` fields render as null when unset (rest/render.ts); requests leave them out.
-    if (!input && f.proto.proto3Optional) {
-      s = nullable(s);
-      // Examples show an unset field as null unless its meta gives a value worth showing.
-      if (meta?.example === undefined && !meta?.idOf) delete s.examples;
-    }
-    if (meta?.description) s = withDescription(s, meta.description);
-    if (meta?.example !== undefined && !s.$ref && !s.oneOf && !s.anyOf) s.examples = [meta.example];
-    if (meta?.default !== undefined) s.default = meta.default;
-    return s;
-  }
-
-  function nullable(s: Schema): Schema {
-    if (s.$ref) return { oneOf: [s, { type: 'null' }] };
-    if (typeof s.type === 'string') {
-      const out: Schema = { ...s, type: [s.type, 'null'] };
-      if (Array.isArray(s.enum)) out.enum = [...s.enum, null];
-      return out;
-    }
-    return { oneOf: [s, { type: 'null' }] };
-  }
-
-  function withDescription(s: Schema, description: string): Schema {
-    // A $ref's siblings are allowed in 3.1; keep them to the description.
-    return { ...s, description };
-  }
-
-  /** A resource as the API renders it: every field, always present (null when unset). */
-  function outputSchema(desc: DescMessage): Schema {
-    const properties: Record<string, Schema> = {};
-    const object = objectName(desc);
-    const fields = desc.fields.filter((f) => !isInternal(f));
-    const id = fields.find((f) => f.name === 'id');
-    const required: string[] = [];
-    if (id && object) {
-      const prefix = getOption(desc, api.resource).idPrefix;
-      properties.id = { type: 'string', pattern: idPattern(prefix), examples: [idExample(prefix)] };
-      required.push('id');
-    }
-    if (object) {
-      properties.object = { type: 'string', const: object, description: `Always "${object}".` };
-      required.push('object');
-    }
-    let dataDone = false;
-    for (const f of fields) {
-      if (f === id && object) continue;
-      if (f.oneof?.name === 'data') {
-        if (dataDone) continue;
-        dataDone = true;
-        const members = f.oneof.fields.map((m) => ({ m, object: objectName(m.message!) }));
-        const s: Schema = { oneOf: members.map(({ m }) => ref(m.message!, false)) };
-        if (members.every((x) => x.object)) {
-          s.discriminator = {
-            propertyName: 'object',
-            mapping: Object.fromEntries(
-              members.map(({ m, object }) => [object, (ref(m.message!, false) as { $ref: string }).$ref]),
-            ),
-          };
-        }
-        const meta = fieldMeta[`${desc.name}.data`];
-        properties.data = meta?.description ? withDescription(s, meta.description) : s;
-        required.push('data');
-        continue;
-      }
-      properties[f.name] = fieldSchema(desc, f, false);
-      // Members of other oneofs render only when set.
-      if (!f.oneof) required.push(f.name);
-    }
-    return { type: 'object', required, properties };
-  }
-
-  /** A message inside a request body: its required fields, nothing unknown. */
-  function inputSchema(desc: DescMessage, skip: string[] = []): Schema {
-    const fields = desc.fields.filter(
-      (f) => !isInternal(f) && !fieldFlags(f).outputOnly && !skip.includes(f.name),
-    );
-    const required = fields.filter((f) => fieldFlags(f).required).map((f) => f.name);
-    return {
-      type: 'object',
-      additionalProperties: false,
-      ...(required.length ? { required } : {}),
-      properties: Object.fromEntries(fields.map((f) => [f.name, fieldSchema(desc, f, true)])),
-    };
-  }
-
-  function listSchema(output: DescMessage, path: string): Schema {
-    const dataField = output.fields.find((f) => f.name === 'data')!;
-    const item = dataField.message!;
-    const name = `${item.name}List`;
-    if (!schemas[name]) {
-      schemas[name] = {
-        type: 'object',
-        description: `A page of ${item.name} objects, newest first.`,
-        required: ['object', 'data', 'has_more', 'url'],
-        properties: {
-          object: { type: 'string', const: 'list', description: 'Always "list".' },
-          data: { type: 'array', items: ref(item, false) },
-          has_more: {
-            type: 'boolean',
-            description: 'true when more items follow: ask again with starting_after = the last id of data.',
-          },
-          url: { type: 'string', description: 'The path of this list.', examples: [path] },
-        },
-      };
-    }
-    return { $ref: `#/components/schemas/${name}` };
-  }
-
-  /** A sample value of a schema, from its examples, consts and enums. */
-  function example(s: Schema, depth = 0): unknown {
-    if (s.$ref) return example(schemas[(s.$ref as string).split('/').at(-1)!] ?? {}, depth);
-    if (Array.isArray(s.examples) && s.examples.length) return s.examples[0];
-    if (s.const !== undefined) return s.const;
-    if (s.default !== undefined) return s.default;
-    if (Array.isArray(s.type) && s.type.includes('null')) return null;
-    if (Array.isArray(s.enum)) return s.enum.find((v) => v !== null && v !== '*') ?? null;
-    if (Array.isArray(s.oneOf)) {
-      const options = s.oneOf as Schema[];
-      const nonNull = options.filter((o) => o.type !== 'null');
-      // A nullable message: show it when it is always set in practice? No: null is what clients see unset.
-      if (nonNull.length < options.length && depth > 0) return null;
-      return example(nonNull[0] ?? {}, depth + 1);
-    }
-    const type = Array.isArray(s.type) ? (s.type as string[]) : [s.type as string];
-    if (type.includes('null')) return null;
-    switch (type[0]) {
-      case 'object': {
-        const props = (s.properties ?? {}) as Record<string, Schema>;
-        return Object.fromEntries(Object.entries(props).map(([k, v]) => [k, example(v, depth + 1)]));
-      }
-      case 'array': {
-        const item = example((s.items ?? {}) as Schema, depth + 1);
-        return Array.isArray(item) ? item : [item];
-      }
-      case 'string':
-        if (s.format === 'date-time') return TIMESTAMP_EXAMPLE;
-        return 'string';
-      case 'integer':
-        return typeof s.minimum === 'number' ? Math.max(s.minimum, 1) : 1;
-      case 'number':
-        return 1;
-      case 'boolean':
-        return true;
-      default:
-        return {};
-    }
-  }
+  const set = createSchemaSet(types);
+  const { schemas, ref, fieldSchema, inputSchema, listSchema, example } = set;
 
   const paths: Record<string, Record<string, Operation>> = {};
   const tags = new Map<string, string>();
@@ -487,171 +247,7 @@ export function buildOpenApi(routes: Route[], serverUrl: string): OpenApiDocumen
   }
 
   // `mcs listen` (gateway/src/listen.ts): served by the gateway itself, outside the proto routes.
-  const endpointRef = ref(webhooksPb.WebhookEndpointSchema, false);
-  schemas.ListenFrame = {
-    description:
-      'One line of the listen stream (NDJSON): ready once, then a delivery per attempt, a ping every 15 s.',
-    oneOf: [
-      { $ref: '#/components/schemas/ListenReadyFrame' },
-      { $ref: '#/components/schemas/ListenDeliveryFrame' },
-      { $ref: '#/components/schemas/ListenPingFrame' },
-    ],
-    discriminator: {
-      propertyName: 'type',
-      mapping: {
-        ready: '#/components/schemas/ListenReadyFrame',
-        delivery: '#/components/schemas/ListenDeliveryFrame',
-        ping: '#/components/schemas/ListenPingFrame',
-      },
-    },
-  };
-  schemas.ListenReadyFrame = {
-    type: 'object',
-    required: ['type', 'endpoint'],
-    properties: { type: { type: 'string', const: 'ready' }, endpoint: endpointRef },
-  };
-  schemas.ListenDeliveryFrame = {
-    type: 'object',
-    description:
-      'An attempt to deliver: forward body and headers to the local server, then acknowledge with ack.',
-    required: ['type', 'ack', 'delivery', 'event', 'attempt', 'body', 'headers'],
-    properties: {
-      type: { type: 'string', const: 'delivery' },
-      ack: { type: 'string', minLength: 1, description: 'The token to acknowledge this attempt with.' },
-      delivery: { type: 'string', pattern: idPattern('dlv'), examples: [idExample('dlv')] },
-      event: { type: 'string', pattern: idPattern('evt'), examples: [idExample('evt')] },
-      attempt: { type: 'integer', minimum: 1, description: "The attempt's number in the delivery's log." },
-      body: { type: 'string', description: 'The exact body of the delivery (an Event as JSON).' },
-      headers: {
-        type: 'object',
-        description: 'The signature headers made with the endpoint’s secret.',
-        additionalProperties: { type: 'string' },
-      },
-    },
-  };
-  schemas.ListenPingFrame = {
-    type: 'object',
-    required: ['type'],
-    properties: { type: { type: 'string', const: 'ping' } },
-  };
-  schemas.ListenAck = {
-    type: 'object',
-    required: ['object', 'ack', 'delivery'],
-    properties: {
-      object: { type: 'string', const: 'listen_ack' },
-      ack: { type: 'string' },
-      delivery: { type: 'string', pattern: idPattern('dlv'), examples: [idExample('dlv')] },
-    },
-  };
-  const listenParam = {
-    name: 'id',
-    in: 'path',
-    required: true,
-    description: 'A listen endpoint (url "mcs-listen:", made by `mcs listen`).',
-    schema: { type: 'string' },
-  };
-  const listenOps: Array<{ path: string; method: string; op: Operation; traits: OperationTraits }> = [
-    {
-      path: '/v1/webhooks/{id}/listen',
-      method: 'get',
-      traits: {
-        name: 'ListenWebhookEndpoint',
-        httpMethod: 'GET',
-        hasParams: true,
-        write: true,
-        testHelper: false,
-        pkReadable: false,
-        keyed: false,
-      },
-      op: {
-        operationId: 'ListenWebhookEndpoint',
-        summary: 'Stream the deliveries of a listen endpoint',
-        description:
-          'What `mcs listen` reads: a long-lived NDJSON stream (one ListenFrame per line) of every attempt to deliver to this endpoint while the stream is open. Secret keys only.',
-        tags: [tagMeta.WebhookEndpointService?.name ?? 'Webhook endpoints'],
-        parameters: [listenParam],
-        responses: {
-          '200': {
-            description: 'The stream, until either side closes it.',
-            headers: { 'Request-Id': { $ref: '#/components/headers/RequestId' } },
-            content: {
-              'application/x-ndjson': {
-                schema: { $ref: '#/components/schemas/ListenFrame' },
-                example: { type: 'ping' },
-              },
-            },
-          },
-        },
-      },
-    },
-    {
-      path: '/v1/webhooks/{id}/listen/ack',
-      method: 'post',
-      traits: {
-        name: 'AckListenDelivery',
-        httpMethod: 'POST',
-        hasParams: true,
-        write: true,
-        testHelper: false,
-        pkReadable: false,
-        keyed: false,
-        jsonOnly: true,
-      },
-      op: {
-        operationId: 'AckListenDelivery',
-        summary: 'Acknowledge a listen delivery',
-        description:
-          'What the local server answered to a delivery of the listen stream; the delivery records it as the attempt’s result. Each ack token answers once.',
-        tags: [tagMeta.WebhookEndpointService?.name ?? 'Webhook endpoints'],
-        parameters: [listenParam],
-        requestBody: {
-          content: {
-            'application/json': {
-              schema: {
-                type: 'object',
-                required: ['ack'],
-                properties: {
-                  ack: { type: 'string', minLength: 1, description: 'The token of the delivery frame.' },
-                  status_code: {
-                    type: ['integer', 'null'],
-                    minimum: 100,
-                    maximum: 599,
-                    description: "The local server's status; null when it did not answer.",
-                  },
-                  error: { type: ['string', 'null'], description: 'Why it failed, if it did.' },
-                  latency_ms: { type: 'integer', minimum: 0 },
-                  response_excerpt: {
-                    type: ['string', 'null'],
-                    description: "The start of the local server's answer.",
-                  },
-                },
-              },
-              example: {
-                ack: 'k3J9x0b2Qm8tZ1vY4rW7nA',
-                status_code: 200,
-                error: null,
-                latency_ms: 12,
-                response_excerpt: 'ok',
-              },
-            },
-          },
-        } as Operation['requestBody'],
-        responses: {
-          '200': {
-            description: 'Recorded.',
-            headers: { 'Request-Id': { $ref: '#/components/headers/RequestId' } },
-            content: {
-              'application/json': {
-                schema: { $ref: '#/components/schemas/ListenAck' },
-                example: { object: 'listen_ack', ack: 'k3J9x0b2Qm8tZ1vY4rW7nA', delivery: idExample('dlv') },
-              },
-            },
-          },
-        },
-      },
-    },
-  ];
-  for (const { path, method, op, traits } of listenOps) {
+  for (const { path, method, op, traits } of listenOperations(set)) {
     if (paths[path]?.[method]) continue; // described by a proto route after all
     const errors = errorCodesOf(traits);
     for (const status of errors.keys())
