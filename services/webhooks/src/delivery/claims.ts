@@ -4,17 +4,17 @@
 // max_rate's start slots. The engine decides when each runs and what to do with the answer; each
 // here is one statement, or one transaction where the ordering lock needs it.
 //
-// Finding rows by id. Claims (and record.ts's success records) name their deliveries by id, with the status and lease
-// each must still have. Written with `=`, those two would let the planner reach the rows through
-// the partial index of pending deliveries (deliveries_due_idx) instead of the primary key, and it
-// does when its statistics say few are pending: a new table, one not analyzed since a backlog
-// built up (autovacuum off, or under its threshold on a large table), or simply because fan-out
-// gives thousands of deliveries the same next_attempt_at. Each claim of 32 then walked every
-// pending row, once per claimed row: 240 ms per claim with 10,000 pending, and a drain of 16,000
-// deliveries bound by PostgreSQL (`pnpm bench delivery-throughput`). So these statements say
-// `is not distinct from` (the same test on these non-null values, but no index matches it), and
-// the primary key is the only index left to find their rows: the cost of a claim no longer grows
-// with the backlog, whatever the statistics (test: claim-plan.test.ts).
+// Finding rows by id. Claims (and record.ts's success records) name their deliveries by id, with
+// the status and lease each must still have. Written with `=`, those two would let the planner
+// reach the rows through the partial index of pending deliveries (deliveries_due_idx) instead of
+// the primary key, and it does when its statistics say few are pending: a new table, one not
+// analyzed since a backlog built up (autovacuum off, or under its threshold on a large table), or
+// simply because fan-out gives thousands of deliveries the same next_attempt_at. Each claim of 32
+// then walked every pending row, once per claimed row: 240 ms per claim with 10,000 pending, and a
+// drain of 16,000 deliveries bound by PostgreSQL (`pnpm bench delivery-throughput`). So these
+// statements say `is not distinct from` (the same test on these non-null values, but no index
+// matches it), and the primary key is the only index left to find their rows: the cost of a claim
+// no longer grows with the backlog, whatever the statistics (test: claim-plan.test.ts).
 import { type Db, executeNamed } from '@mcs/kit/db';
 import { type SQL, sql } from 'drizzle-orm';
 import type { QueuedDelivery } from '../domain/fanout.ts';
@@ -99,7 +99,7 @@ export interface OrderedClaim {
   now: Date;
   /** The lease a delivery claimed for an attempt gets. */
   lease: Date;
-  /** How far ahead a held delivery is put: past any lease, so release() tells it from one in flight. */
+  /** How far ahead a held delivery is put: past any lease, so releaseOrdered tells it from one in flight. */
   holdMs: number;
   /** When a delivery waiting for its predecessor's event is due again (the poll interval). */
   recheckMs: number;
