@@ -49,7 +49,7 @@ export const endpoints = webhooks.table(
     pausedUntil: ts('paused_until'),
     /**
      * max_rate across replicas: the GCRA theoretical arrival time, i.e. the end of the start slots
-     * reserved so far (delivery/engine.ts reserve()).
+     * reserved so far (delivery/rate-slots.ts).
      */
     rateTat: ts('rate_tat'),
     ordering: text('ordering').$type<Ordering>().notNull().default('none'),

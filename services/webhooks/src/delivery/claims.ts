@@ -268,7 +268,7 @@ export async function skipDeliveries(db: Db, ids: string[]): Promise<void> {
 /**
  * Reserves `ms` more of a rate-limited endpoint's start time for this process, from `from` at the
  * earliest: GCRA on `endpoints.rate_tat` (the theoretical arrival time), shared by every replica
- * (engine.ts reserve()). Answers the end of the reserved span (ms since the epoch), or undefined
+ * (rate-slots.ts). Answers the end of the reserved span (ms since the epoch), or undefined
  * when the endpoint is gone.
  */
 export async function reserveStarts(

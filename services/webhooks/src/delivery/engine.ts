@@ -65,6 +65,7 @@ import {
   reserveStarts,
   skipDeliveries,
 } from './claims.ts';
+import { createRateSlots } from './rate-slots.ts';
 import { type Attempted, createSuccessLog, recordAttempt } from './record.ts';
 import type { Sender } from './sender.ts';
 import { serviceSignature, standardSignature } from './sign.ts';
@@ -199,16 +200,17 @@ export function createEngine(opts: EngineOptions): Engine {
     leaseMs,
     ...(opts.probeMs !== undefined ? { probeMs: opts.probeMs } : {}),
   };
-  /**
-   * max_rate (see reserve()): per rate-limited endpoint, the start times this process reserved,
-   * [next, end) every `step` ms. Known rates come with each attempt's target.
-   */
-  const slots = new Map<string, { next: number; end: number; step: number }>();
-  /** Endpoints with a reservation statement under way. */
-  const reserving = new Set<string>();
-  const maxRates = new Map<string, number>();
-  /** One pump timer per endpoint waiting for its rate slot. */
-  const slotTimers = new Map<string, NodeJS.Timeout>();
+  /** max_rate: start slots reserved in the database, shared by every replica (rate-slots.ts). */
+  const rateSlots = createRateSlots({
+    reserveStarts: (endpointId, from, ms) => reserveStarts(db, endpointId, from, ms),
+    log,
+    wake: () => pump(),
+    track(p) {
+      inflight.add(p);
+      const done = () => inflight.delete(p);
+      p.then(done, done);
+    },
+  });
 
   const successes = createSuccessLog({
     db,
@@ -224,63 +226,6 @@ export function createEngine(opts: EngineOptions): Engine {
       );
     },
   });
-
-  /**
-   * Takes a start slot for a delivery to `endpointId` under its max_rate `rate`: 0 when taken
-   * (start now), the ms to wait for the next reserved one, or -1 while slots are being reserved.
-   * A slot that went by unused is lost: starting late on it could crowd another replica's.
-   */
-  function takeSlot(endpointId: string, rate: number, waitingCount: number, now: number): number {
-    const step = 1000 / rate;
-    let s = slots.get(endpointId);
-    if (s && s.step !== step) s = undefined; // the rate changed: reserve anew
-    if (s && s.next < now - step / 2) s.next += Math.ceil((now - step / 2 - s.next) / step) * step;
-    if (!s || s.next >= s.end - 0.001) {
-      if (!reserving.has(endpointId)) reserve(endpointId, rate, waitingCount, now);
-      return -1;
-    }
-    if (s.next > now) return Math.ceil(s.next - now);
-    s.next += step;
-    return 0;
-  }
-
-  /**
-   * Reserves the next start slots of a rate-limited endpoint for this process, in the database so
-   * that every replica shares one max_rate: GCRA on `endpoints.rate_tat` (the theoretical arrival
-   * time), k slots of 1000 / rate ms at a time — about 100 ms of them, at most what is waiting —
-   * so a reservation costs one short statement per k deliveries, and only for endpoints with a
-   * max_rate (the others never run it). Slots are disjoint across replicas; one a replica leaves
-   * unused is lost, never given twice.
-   */
-  function reserve(endpointId: string, rate: number, waitingCount: number, now: number): void {
-    const step = 1000 / rate;
-    const k = Math.max(1, Math.min(Math.ceil(rate / 10), waitingCount, 1000));
-    reserving.add(endpointId);
-    const p = reserveStarts(db, endpointId, new Date(now), k * step)
-      .then((reservedEnd) => {
-        const end = reservedEnd ?? now + step; // deleted: its claim skips it
-        slots.set(endpointId, { next: end - k * step, end, step });
-      })
-      .catch((err) => {
-        log.warn({ err: (err as Error).message, endpoint: endpointId }, 'rate slot reservation failed');
-        wakeAt(endpointId, 1_000);
-      })
-      .finally(() => {
-        reserving.delete(endpointId);
-        inflight.delete(p);
-        pump();
-      });
-    inflight.add(p);
-  }
-
-  function wakeAt(endpointId: string, ms: number): void {
-    if (slotTimers.has(endpointId) || stopped) return;
-    const t = setTimeout(() => {
-      slotTimers.delete(endpointId);
-      pump();
-    }, ms);
-    slotTimers.set(endpointId, t);
-  }
 
   /** Drops an endpoint's deliveries waiting in memory: their rows were moved (a Retry-After). */
   function dropWaiting(endpointId: string): void {
@@ -364,13 +309,7 @@ export function createEngine(opts: EngineOptions): Engine {
           break;
         }
         const rate = item.target.maxRate;
-        if (rate !== null) {
-          const wait = takeSlot(endpointId, rate, q.length, now);
-          if (wait !== 0) {
-            if (wait > 0) wakeAt(endpointId, wait);
-            break;
-          }
-        }
+        if (rate !== null && !rateSlots.take(endpointId, rate, q.length, now)) break;
         q.shift();
         waitingById.delete(item.deliveryId);
         queued--;
@@ -401,7 +340,7 @@ export function createEngine(opts: EngineOptions): Engine {
    */
   function claim(endpointId: string, q: Waiting[]): void {
     // A rate-limited endpoint claims what it can start before the claimed leases get too short.
-    const rate = maxRates.get(endpointId);
+    const rate = rateSlots.rateOf(endpointId);
     const ahead =
       rate === undefined ? CLAIM_AHEAD : Math.min(CLAIM_AHEAD, Math.floor((rate * margin) / 2000));
     const items = q.splice(0, failing.has(endpointId) ? 1 : Math.max(1, ahead));
@@ -504,11 +443,7 @@ export function createEngine(opts: EngineOptions): Engine {
   }
 
   function start(item: Waiting, target: AttemptTarget, inSlowLane: boolean): void {
-    if (target.maxRate === null) {
-      if (maxRates.delete(item.endpointId)) slots.delete(item.endpointId);
-    } else {
-      maxRates.set(item.endpointId, target.maxRate);
-    }
+    rateSlots.note(item.endpointId, target.maxRate);
     let lane: 'fast' | 'slow' = inSlowLane ? 'slow' : 'fast';
     if (lane === 'fast') fast++;
     else slow++;
@@ -705,7 +640,7 @@ export function createEngine(opts: EngineOptions): Engine {
       stopped = true;
       clearInterval(poller);
       for (const t of timers) clearTimeout(t);
-      for (const t of slotTimers.values()) clearTimeout(t);
+      rateSlots.stop();
       await Promise.allSettled([...inflight]);
       await successes.flush();
     },
