@@ -67,6 +67,10 @@ export interface Run {
   /** Database transactions committed per 2xx answer (pg_stat_database; approximate). */
   xactsPerRequest: number | null;
   rowsWrittenPerRequest: number | null;
+  /** The server's WAL bytes and full-page images per 2xx, and checkpoints begun, during the run. */
+  walBytesPerRequest?: number | null;
+  fpiPerRequest?: number | null;
+  checkpoints?: number | null;
   /** Project runs: orders the run created (its marker), deliveries of them that arrived. */
   ordersCreated?: number;
   delivered?: number;
@@ -92,14 +96,19 @@ export interface IngestData {
 }
 
 /**
- * Which of key and no key runs first in a round: they alternate, as bare and project do. The
- * first run of a round follows the other server's runs (or the warm-up), the second follows its
- * twin; with the keyed run always first, the slot's own effect was counted as the key's cost
- * (keyed ÷ no key 0.70-0.79 in rounds where the keyed run followed the bare server's, 0.88-0.90
- * where it followed a replay run, in 3 of 4 full runs).
+ * Which of key and no key runs first in a round. The first project run of an odd round follows
+ * the bare server's runs (the project idle meanwhile), which can cost that slot's run: keyed ÷
+ * no key 0.70-0.79 in rounds where the keyed run followed the bare server's, 0.88-0.90 where it
+ * followed a replay run (3 of 4 full runs, 2026-11-24). Alternating round by round still gave
+ * that slot to the keyed run in every odd round (1 and 3 of 3), and in three runs on 2026-11-28
+ * round 2 had the highest ratio each time (0.85, 0.91, 0.92 against 0.76-0.88). So the order
+ * goes in pairs of rounds, key first in rounds 1 and 2, no key first in 3 and 4, and the slot
+ * after the bare server goes to key in round 1 and to no key in round 3. (The first two runs
+ * this way: rounds 0.83, 0.87, 0.91 and 0.80, 0.89, 0.78: the slot's effect is within the
+ * rounds' spread; the order is for balance.)
  */
 function keyOrder(round: number): ['key', 'no key'] | ['no key', 'key'] {
-  return round % 2 === 1 ? ['key', 'no key'] : ['no key', 'key'];
+  return Math.floor((round - 1) / 2) % 2 === 0 ? ['key', 'no key'] : ['no key', 'key'];
 }
 
 const BARE = fileURLToPath(new URL('./bare-ingest.ts', import.meta.url));
@@ -172,6 +181,9 @@ export async function measure(
     cpu: cpuReport,
     xactsPerRequest: per(delta?.xactCommit),
     rowsWrittenPerRequest: per(delta ? delta.tupInserted + delta.tupUpdated + delta.tupDeleted : undefined),
+    walBytesPerRequest: delta && load.ok > 0 ? Math.round(delta.walBytes / load.ok) : null,
+    fpiPerRequest: per(delta?.walFpi),
+    checkpoints: delta?.checkpoints ?? null,
   };
 }
 
@@ -420,6 +432,9 @@ function roundsTable(d: IngestData): Table {
       'errors',
       'db xacts/req',
       'rows/req',
+      'WAL B/req',
+      'FPI/req',
+      'ckpt',
       'orders created',
       'delivered',
       'last delivery s after',
@@ -436,6 +451,9 @@ function roundsTable(d: IngestData): Table {
       r.load.errors + r.load.timeouts,
       r.xactsPerRequest,
       r.rowsWrittenPerRequest,
+      r.walBytesPerRequest ?? null,
+      r.fpiPerRequest ?? null,
+      r.checkpoints ?? null,
       r.ordersCreated ?? null,
       r.delivered ?? null,
       round(r.lastDeliveryAfterSec, 1),
@@ -443,6 +461,7 @@ function roundsTable(d: IngestData): Table {
     ]),
     notes: [
       'db xacts/req: committed transactions per 2xx (pg_stat_database, approximate; relay and webhooks included)',
+      "WAL B/req, FPI/req: the whole server's WAL bytes and full-page images per 2xx (pg_stat_wal; the first change of a page after a checkpoint logs the whole page); ckpt: checkpoints begun during the run",
       'delivered: events of the run that reached the receiver before the next run started (≤ 20 s wait); last delivery s after: when the last of them arrived, counted from the end of the load',
       ...d.notes,
     ],

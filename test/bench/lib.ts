@@ -516,6 +516,11 @@ export interface DbCounters {
   tupInserted: number;
   tupUpdated: number;
   tupDeleted: number;
+  /** The whole server's (pg_stat_wal, pg_stat_bgwriter): what else runs on it counts too. */
+  walBytes: number;
+  /** Full-page images: the first change of a page after a checkpoint logs the whole page. */
+  walFpi: number;
+  checkpoints: number;
 }
 
 /**
@@ -524,9 +529,20 @@ export interface DbCounters {
  */
 export async function dbCounters(url: string): Promise<DbCounters | null> {
   try {
-    const [row] = await queryDb<{ x: string; i: string; u: string; d: string }>(
+    const [row] = await queryDb<{
+      x: string;
+      i: string;
+      u: string;
+      d: string;
+      wb: string;
+      fpi: string;
+      c: string;
+    }>(
       url,
-      `select xact_commit x, tup_inserted i, tup_updated u, tup_deleted d from pg_stat_database where datname = $1`,
+      `select xact_commit x, tup_inserted i, tup_updated u, tup_deleted d,
+              (select wal_bytes from pg_stat_wal) wb, (select wal_fpi from pg_stat_wal) fpi,
+              (select checkpoints_timed + checkpoints_req from pg_stat_bgwriter) c
+         from pg_stat_database where datname = $1`,
       [databaseName(url)],
     );
     if (!row) return null;
@@ -535,6 +551,9 @@ export async function dbCounters(url: string): Promise<DbCounters | null> {
       tupInserted: Number(row.i),
       tupUpdated: Number(row.u),
       tupDeleted: Number(row.d),
+      walBytes: Number(row.wb),
+      walFpi: Number(row.fpi),
+      checkpoints: Number(row.c),
     };
   } catch (err) {
     process.stderr.write(`could not read pg_stat_database: ${(err as Error).message}\n`);
@@ -549,6 +568,9 @@ export function counterDelta(a: DbCounters | null, b: DbCounters | null): DbCoun
     tupInserted: b.tupInserted - a.tupInserted,
     tupUpdated: b.tupUpdated - a.tupUpdated,
     tupDeleted: b.tupDeleted - a.tupDeleted,
+    walBytes: b.walBytes - a.walBytes,
+    walFpi: b.walFpi - a.walFpi,
+    checkpoints: b.checkpoints - a.checkpoints,
   };
 }
 
