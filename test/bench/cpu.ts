@@ -13,6 +13,8 @@ interface Proc {
   ppid: number;
   comm: string;
   ticks: number;
+  /** When the process started (clock ticks since boot): tells a reused pid from the same process. */
+  started: number;
 }
 
 const TICKS_PER_SEC = 100; // USER_HZ on Linux
@@ -26,12 +28,13 @@ function readProcs(): Map<number, Proc> {
       const close = stat.lastIndexOf(')');
       const comm = stat.slice(stat.indexOf('(') + 1, close);
       const f = stat.slice(close + 2).split(' ');
-      // After "pid (comm) ": state ppid … utime (14th field overall) stime (15th).
+      // After "pid (comm) ": state ppid … utime (14th field overall) stime (15th) … starttime (22nd).
       out.set(Number(name), {
         pid: Number(name),
         ppid: Number(f[1]),
         comm,
         ticks: Number(f[11]) + Number(f[12]),
+        started: Number(f[19]),
       });
     } catch {}
   }
@@ -207,7 +210,10 @@ export function cpuWindow(database?: string, stackPrefix?: string): { end(): Cpu
       const groups = new Map<number, string>();
       for (const p of procs.values()) {
         const before = start.procs.get(p.pid);
-        const delta = p.ticks - (before && before.comm === p.comm ? before.ticks : 0);
+        // The same process if it started at the same time: not by its name, which a kernel
+        // worker changes with each work queue it serves ("kworker/u4:2-flush-254:0"), and a
+        // renamed one was charged its whole life's CPU (up to 1.4 cores in one window).
+        const delta = p.ticks - (before && before.started === p.started ? before.ticks : 0);
         if (delta <= 0) continue;
         deltas.set(p.pid, delta);
         groups.set(p.pid, classify(p, procs, database, stackPrefix));

@@ -37,6 +37,7 @@ import {
   queryDb,
   ratioOf,
   round,
+  settleDisk,
   stackComplaints,
   startBenchStack,
   type Table,
@@ -160,6 +161,8 @@ export async function measure(
   roundNo: number,
   spec: LoadSpec,
 ): Promise<Run> {
+  // What earlier runs left dirty goes out now, not 30 s later during this run (settleDisk).
+  await settleDisk(stack.db.url);
   const before = await dbCounters(stack.db.url);
   let cpu: ReturnType<typeof stackCpuWindow> | undefined;
   let cpuReport: CpuReport | null = null;
