@@ -35,17 +35,9 @@
 // version v also waits until version v − 1 is in the event log, for at most `orderingWaitMs`.
 // Unordered deliveries never run any of it.
 //
-// Isolation: slow endpoints never hold the slots healthy ones need. The global cap
-// (WEBHOOK_CONCURRENCY) is the fast lane. An attempt starts there unless its endpoint's last
-// attempt failed or ran slow; one still in flight after `slowAfterMs` (a hanging or dripping
-// receiver) moves to the slow lane and gives its fast slot back at once. New attempts of failing
-// or slow endpoints start only while the slow lane holds fewer than `slowConcurrency` (half the
-// cap by default), a failing endpoint's one at a time; attempts moved there count too, up to
-// twice the cap (past that one stays in the fast lane until it ends). One endpoint holds at most
-// a quarter of the fast lane (and WEBHOOK_ENDPOINT_CONCURRENCY), and an endpoint that started an
-// attempt goes to the back of the line, so each endpoint waiting gets its turn. So a few
-// endpoints that hang, drip or fail delay a healthy one by at most `slowAfterMs`, and the
-// attempts in flight stay bounded (three times the cap).
+// Isolation: slow endpoints never hold the slots healthy ones need (lanes.ts: a fast lane, a
+// slow lane for failing and slow endpoints, a share per endpoint). An endpoint that started an
+// attempt goes to the back of the line, so each endpoint waiting gets its turn.
 //
 // A delivery attempted without a claim was checked against its endpoint's status by the fan-out
 // statement a moment before; an endpoint disabled or deleted in that moment still gets that
@@ -65,6 +57,7 @@ import {
   reserveStarts,
   skipDeliveries,
 } from './claims.ts';
+import { createLanes, type Lane } from './lanes.ts';
 import { createRateSlots } from './rate-slots.ts';
 import { type Attempted, createSuccessLog, recordAttempt } from './record.ts';
 import type { Sender } from './sender.ts';
@@ -157,24 +150,7 @@ export function createEngine(opts: EngineOptions): Engine {
   const waitingById = new Map<string, Waiting>();
   /** Endpoints with a claim statement under way (their queue's head is being claimed). */
   const claiming = new Set<string>();
-  const active = new Map<string, number>();
-  /**
-   * Endpoints whose last attempt failed get one attempt in flight at a time until one succeeds:
-   * a hanging or failing receiver then holds one slot, not perEndpoint slots, and cannot crowd
-   * healthy endpoints out of the global cap (isolation). Bounded by the number of endpoints.
-   */
-  const failing = new Set<string>();
-  /** An endpoint's share of the fast lane. */
-  const share = Math.max(1, Math.min(opts.perEndpoint, Math.floor(opts.concurrency / 4)));
-  const limitOf = (endpointId: string) => (failing.has(endpointId) ? 1 : share);
-  /**
-   * Endpoints whose last attempt ran past slowAfterMs (still running, or answered that late):
-   * their attempts start in the slow lane until one answers sooner. Bounded by the endpoints.
-   */
-  const slowEndpoints = new Set<string>();
-  const slowCap = Math.max(1, opts.slowConcurrency ?? Math.floor(opts.concurrency / 2));
-  const slowAfterMs = opts.slowAfterMs ?? Math.min(1_000, Math.max(1, Math.floor(opts.timeoutMs / 2)));
-  const slowLane = (endpointId: string) => failing.has(endpointId) || slowEndpoints.has(endpointId);
+  const lanes = createLanes(opts);
   /**
    * Retry-After pauses this engine recorded (endpoint -> until, ms), each with the epoch at which
    * it was noted. The pause's statement moved the endpoint's pending rows to its end, but a copy
@@ -188,10 +164,6 @@ export function createEngine(opts: EngineOptions): Engine {
   const timers = new Set<NodeJS.Timeout>();
   const inflight = new Set<Promise<void>>();
   let queued = 0;
-  /** Attempts in flight in each lane (see the top of this file). */
-  let fast = 0;
-  let slow = 0;
-  const lanesFull = () => fast >= opts.concurrency && slow >= slowCap;
   let stopped = false;
 
   const policy = {
@@ -287,7 +259,7 @@ export function createEngine(opts: EngineOptions): Engine {
     return (
       item.target !== undefined &&
       item.lease.getTime() - now >= startableMs &&
-      (item.claimed === true || !failing.has(item.endpointId)) &&
+      (item.claimed === true || !lanes.isFailing(item.endpointId)) &&
       !heldByPause(item, now)
     );
   }
@@ -296,13 +268,9 @@ export function createEngine(opts: EngineOptions): Engine {
     if (stopped) return;
     const now = clock().getTime();
     for (const [endpointId, q] of waiting) {
-      const inSlowLane = slowLane(endpointId);
+      const lane = lanes.laneOf(endpointId);
       let started = 0;
-      while (
-        q.length > 0 &&
-        (inSlowLane ? slow < slowCap : fast < opts.concurrency) &&
-        (active.get(endpointId) ?? 0) < limitOf(endpointId)
-      ) {
+      while (q.length > 0 && lanes.hasRoom(endpointId, lane)) {
         const item = q[0]!;
         if (!startable(item, now)) {
           if (!claiming.has(endpointId)) claim(endpointId, q);
@@ -319,7 +287,7 @@ export function createEngine(opts: EngineOptions): Engine {
         // stays reachable for the young-generation collector until the next full collection:
         // holding the target, every delivery's payload survived its scavenges.
         (item as Waiting).target = undefined;
-        start(item, target, inSlowLane);
+        start(item, target, lane);
         started++;
       }
       if (q.length === 0) waiting.delete(endpointId);
@@ -328,7 +296,7 @@ export function createEngine(opts: EngineOptions): Engine {
         waiting.delete(endpointId);
         waiting.set(endpointId, q);
       }
-      if (lanesFull()) break;
+      if (lanes.full()) break;
     }
   }
 
@@ -343,7 +311,7 @@ export function createEngine(opts: EngineOptions): Engine {
     const rate = rateSlots.rateOf(endpointId);
     const ahead =
       rate === undefined ? CLAIM_AHEAD : Math.min(CLAIM_AHEAD, Math.floor((rate * margin) / 2000));
-    const items = q.splice(0, failing.has(endpointId) ? 1 : Math.max(1, ahead));
+    const items = q.splice(0, lanes.isFailing(endpointId) ? 1 : Math.max(1, ahead));
     for (const item of items) waitingById.delete(item.deliveryId);
     queued -= items.length;
     claiming.add(endpointId);
@@ -442,33 +410,13 @@ export function createEngine(opts: EngineOptions): Engine {
     return claimed;
   }
 
-  function start(item: Waiting, target: AttemptTarget, inSlowLane: boolean): void {
+  function start(item: Waiting, target: AttemptTarget, lane: Lane): void {
     rateSlots.note(item.endpointId, target.maxRate);
-    let lane: 'fast' | 'slow' = inSlowLane ? 'slow' : 'fast';
-    if (lane === 'fast') fast++;
-    else slow++;
-    // Still in flight after slowAfterMs: the fast slot goes back, the endpoint turns slow.
-    const slowTimer =
-      lane === 'fast'
-        ? setTimeout(() => {
-            slowEndpoints.add(item.endpointId);
-            if (slow >= opts.concurrency * 2) return; // the slow lane's ceiling: it keeps its fast slot
-            lane = 'slow';
-            fast--;
-            slow++;
-            pump();
-          }, slowAfterMs)
-        : undefined;
-    active.set(item.endpointId, (active.get(item.endpointId) ?? 0) + 1);
-    const p = attempt(item, target, () => clearTimeout(slowTimer))
+    const slot = lanes.take(item.endpointId, lane, pump);
+    const p = attempt(item, target, slot.answered)
       .catch((err) => log.error({ err, deliveryId: item.deliveryId }, 'delivery attempt failed to run'))
       .finally(() => {
-        clearTimeout(slowTimer);
-        if (lane === 'fast') fast--;
-        else slow--;
-        const n = (active.get(item.endpointId) ?? 1) - 1;
-        if (n === 0) active.delete(item.endpointId);
-        else active.set(item.endpointId, n);
+        slot.release();
         inflight.delete(p);
         pump();
       });
@@ -511,9 +459,7 @@ export function createEngine(opts: EngineOptions): Engine {
       { endpointId: item.endpointId, deliveryId: item.deliveryId, attempt: target.attempts + 1 },
     );
     answered();
-    // An answer within slowAfterMs brings the endpoint back to the fast lane; a later one sends it to the slow lane.
-    if (result.latencyMs < slowAfterMs) slowEndpoints.delete(item.endpointId);
-    else slowEndpoints.add(item.endpointId);
+    lanes.answeredIn(item.endpointId, result.latencyMs);
     const attempted: Attempted = {
       deliveryId: item.deliveryId,
       endpointId: item.endpointId,
@@ -543,7 +489,7 @@ export function createEngine(opts: EngineOptions): Engine {
     }
     if (result.ok) {
       countOutcome('succeeded');
-      failing.delete(item.endpointId);
+      lanes.succeeded(item.endpointId);
       // Recorded with the next group; the slot is free at once. Ordered: the next change of its
       // resource goes once this success is recorded — until then the claims of its resource see
       // this delivery pending under its ordering_lease (in flight) and hold the others back.
@@ -551,7 +497,7 @@ export function createEngine(opts: EngineOptions): Engine {
       successes.add(attempted, key ? () => release(item.endpointId, key) : undefined);
       return;
     }
-    failing.add(item.endpointId);
+    lanes.failed(item.endpointId);
     const {
       transition,
       next,
