@@ -103,12 +103,12 @@ export const baseEnvSchema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /**
    * Services that publish events: under load (250 events/s or more) how long the outbox relay
-   * holds events to publish them together (kit/relay.ts); `0ms` publishes each at once.
+   * holds events to publish them together (kit/linger.ts); `0ms` publishes each at once.
    */
   EVENT_PUBLISH_LINGER: duration.default(10),
   /**
    * Under load, how long after a publish the relay may hold events when fewer than a batch
-   * (kit/relay LINGER_BATCH_EVENTS) came within EVENT_PUBLISH_LINGER; at most that means never.
+   * (kit/linger LINGER_BATCH_EVENTS) came within EVENT_PUBLISH_LINGER; at most that means never.
    */
   EVENT_PUBLISH_LINGER_MAX: duration.default(25),
 });

@@ -13,6 +13,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { until } from '../../testkit/src/until.ts';
 import { DEFAULT_DATABASE_URL, DEFAULT_NATS_URL } from './config.ts';
 import { createDatabase, type Database } from './db.ts';
+import { LINGER_BATCH_EVENTS } from './linger.ts';
 import { createLogger } from './log.ts';
 import { createEventPublisher, ensureStream, type StreamNames, streamNames } from './nats.ts';
 import {
@@ -25,7 +26,7 @@ import {
   RESOURCE_VERSION_HEADER,
   transaction,
 } from './outbox.ts';
-import { LINGER_BATCH_EVENTS, type Relay, type RelayOptions, startRelay } from './relay.ts';
+import { type Relay, type RelayOptions, startRelay } from './relay.ts';
 
 const schema = pgSchema('relay_test');
 const outbox = outboxTable(schema);
