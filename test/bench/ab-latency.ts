@@ -3,7 +3,7 @@
 // runs alternated round by round — bare, A, bare, B, then B first in the next round. On this VM
 // the machine's speed drifts within minutes (the bare server's own p99 ranged 5–144 ms between
 // 6-second rounds of one afternoon), so separate `pnpm bench ingest-latency` runs of each arm
-// compare minutes more than changes; here both arms share every minute (docs/design.md, "Targets").
+// compare minutes more than changes; here both arms share every minute (docs/performance.md).
 //
 //   AB_A="" AB_B="WEBHOOK_NICE=0" node test/bench/ab-latency.ts
 //   AB_B="NODE_OPTIONS=--v8-pool-size=1" AB_RATE=850 AB_ROUNDS=10 node test/bench/ab-latency.ts

@@ -1,4 +1,4 @@
-// The "bare" ingest baseline (docs/design.md "Targets", PERF-NOTES.md): node:http + a pg pool of 32
+// The "bare" ingest baseline (docs/performance.md): node:http + a pg pool of 32
 // doing what POST /v1/orders does to the database in ONE statement: the idempotency row, the
 // order and its outbox row, through data-modifying CTEs. No auth, no RPC hop, no framework: the
 // physical limit of this box for the same writes, measured in the same run as the gateway.

@@ -2,7 +2,7 @@
 // promoted to the old generation by scavenges, bytes allocated in the old generation at once,
 // and the number of scavenges and full collections, by part, over a paced run. Old-generation
 // growth is what brings the full collections that set scenario 2's latency tail
-// (docs/design.md, "Targets"); this is the tool that measures it for one change at a time.
+// (docs/performance.md); this is the tool that measures it for one change at a time.
 //
 //   node test/bench/gc-per-request.ts                 keyed POST /v1/orders, one endpoint on "*"
 //   node test/bench/gc-per-request.ts --get           GET /v1/orders/{id} of one order

@@ -173,7 +173,7 @@ export const ingestLatency: Benchmark = {
         ? `${failures} project requests failed (non-2xx or errors): their latencies are missing, the run is void`
         : undefined;
     // How busy the whole machine was at this rate: CPU per request is not what it is at
-    // saturation (docs/design.md, "Targets"), so "half load" may keep the cores busy.
+    // saturation (docs/performance.md), so "half load" may keep the cores busy.
     const projectCpu = pooledCpu(project.map((x) => x.cpu));
     const bareCpu = pooledCpu(bareRuns.map((x) => x.cpu));
     const busyNote =
@@ -181,8 +181,8 @@ export const ingestLatency: Benchmark = {
         ? `machine busy: ${projectCpu.machineBusyCores} of ${projectCpu.cores} cores with the project, ${bareCpu.machineBusyCores} with the bare server (mean over the rounds)`
         : undefined;
     // The load at half the maximum is about ½ · (cores busy at the maximum ÷ cores) · this
-    // ratio: only work that half load pays and saturation does not moves it (docs/design.md,
-    // "Targets"), so it is the steady number to judge a change to the tail by.
+    // ratio: only work that half load pays and saturation does not moves it
+    // (docs/performance.md), so it is the steady number to judge a change to the tail by.
     const halfCost = machineCostMs(projectCpu, rate);
     const costRatio = halfCost !== null && saturationCost ? halfCost / saturationCost : null;
     const costNote =

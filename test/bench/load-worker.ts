@@ -54,7 +54,7 @@ function quantile(sorted: number[], q: number): number {
  * `# <CLOCK_MONOTONIC ms minus performance.now()> <performance.timeOrigin>` that lines it up
  * with `perf sched record -k CLOCK_MONOTONIC` and with the parts' own timestamps. With it the
  * slow requests of a paced run showed as clusters of 50–150, each at a full collection in one
- * part or a burst of dirty-page write-back (docs/design.md, "Targets").
+ * part or a burst of dirty-page write-back (docs/performance.md).
  */
 const TIMELINE_DIR = process.env.BENCH_TIMELINE_DIR;
 

@@ -1,5 +1,5 @@
 // WAL written per keyed order, by relation and record kind: what each table and index of the
-// write path costs PostgreSQL's log (docs/design.md, "Targets"). Starts a bench stack with one
+// write path costs PostgreSQL's log (docs/performance.md). Starts a bench stack with one
 // endpoint on "*", warms it, runs a paced keyed run, waits for its deliveries and reads the WAL
 // between the run's start and end with pg_waldump (needs read access to the server's pg_wal:
 // run it as root or as postgres on the machine PostgreSQL runs on). Not a benchmark with a target.

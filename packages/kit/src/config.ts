@@ -36,7 +36,7 @@ export const YOUNG_GENERATION_FLAG = '--max-semi-space-size=16';
  *   the gateway's last minute was 14 % below its first and webhooks' 13 % above (target 7: flat
  *   within ±10 %); the same soak without the flag, +0.4 and +1.7 %.
  * - The same with `--no-memory-reducer` (0c37601, reverted). Full collections are what set
- *   scenario 2's tail (docs/design.md, "Targets"), and the pair cut them from 17 to 6 in 30 s
+ *   scenario 2's tail (docs/performance.md), and the pair cut them from 17 to 6 in 30 s
  *   across gateway, commerce and webhooks at 1,391 keyed orders/s; `pnpm bench ingest-latency`,
  *   alternating, three runs each: p99 ratio medians 1.55, 1.97, 2.42 against 2.88, 2.19, 2.78.
  *   A soak run alone stayed flat (+1.3 to +4.2 %), but in full `pnpm bench` runs scenario 2
@@ -55,7 +55,7 @@ export const YOUNG_GENERATION_FLAG = '--max-semi-space-size=16';
  *   as the first full collection of the soak, minutes in, shrank the young generation left
  *   grown by the warm-up.
  * - Pretenuring off only while a part boots (a preload turning it back on after 8 s): V8 makes
- *   its tenure decisions at boot (docs/design.md, "Targets"), so this alone gives the numbers of
+ *   its tenure decisions at boot (docs/performance.md), so this alone gives the numbers of
  *   off-for-good above (gateway 180, commerce 59, webhooks 700 B per keyed order). Soak: gateway
  *   0.91, commerce 0.96, webhooks 1.03 — a pass at the edge, for the same reason. In a full
  *   `pnpm bench` (flag at start, `v8.setFlagsFromString('--allocation-site-pretenuring')` after

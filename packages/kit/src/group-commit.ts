@@ -1,4 +1,4 @@
-// Group commit for one-statement creates (docs/design.md "Idempotency" and "Targets"). Creates
+// Group commit for one-statement creates (docs/design.md "Idempotency", docs/performance.md). Creates
 // that reach one pool in the same turn of the event loop go to PostgreSQL as ONE statement: every
 // parameter of the one-row statement becomes an array, unnested with ordinality, and each create
 // gets its own result row back. Under load a statement then carries a handful of creates, and the

@@ -522,7 +522,7 @@ select s.i::int as i, k.key_hash is not null as inserted${outbox ? ', e.seq::tex
 
 /**
  * Inserts one row, its event and its idempotency key in ONE statement, so a create costs one
- * round trip and needs no transaction (docs/design.md "Targets": ingest):
+ * round trip and needs no transaction (docs/performance.md: ingest):
  *
  *   with k as (insert into <keys> … on conflict (account, mode, hash) do update … where expired returning 1),
  *        o as (insert into <table> (…) select … where exists (select 1 from k) returning 1),

@@ -11,7 +11,7 @@
 // which the webhooks consumer records in one statement and acks once. At 1,100 orders/s on
 // 2 cores a 10 ms linger cut the webhooks process's CPU per order by 40 %, its PostgreSQL
 // statements' by 60 % and nats-server's by 65 %, for at most 10 ms more between commit and
-// delivery (docs/design.md "Targets"). Below that rate nothing waits. Where fewer than
+// delivery (docs/performance.md). Below that rate nothing waits. Where fewer than
 // LINGER_BATCH_EVENTS came in those milliseconds (from 250 to about 1,200 a second), the flush
 // waits on for them, up to `lingerMaxMs` after the previous one (Kafka's producer does the same
 // with batch.size and linger.ms).
@@ -20,7 +20,7 @@
  * The rate from which the relay lingers: 250 events/s, where a 10 ms linger gathers 2.5 events
  * or more per publish, i.e. per JetStream message. (It was 500/s; at 420 orders/s, between the
  * two, 250 cut nats-server's CPU per order from 0.36–0.40 to 0.19–0.21 ms and the webhooks
- * service's from 0.82–0.84 to 0.60–0.67, docs/design.md "Targets".)
+ * service's from 0.82–0.84 to 0.60–0.67, docs/performance.md.)
  */
 export const LINGER_ABOVE_PER_SEC = 250;
 /**
@@ -30,7 +30,7 @@ export const LINGER_ABOVE_PER_SEC = 250;
  * webhooks service records it in one statement, commits and acks it): at 600 orders/s a 10 ms
  * linger sent 6 events a message, and waiting up to 20 ms for 12 cut the machine's CPU per order
  * by 8–12 % (3.15–3.29 → 2.88–2.91 ms: nats-server 0.16 → 0.09, webhooks 0.35–0.36 →
- * 0.28–0.29), docs/design.md "Targets".
+ * 0.28–0.29), docs/performance.md.
  */
 export const LINGER_BATCH_EVENTS = 12;
 /** The window over which items are counted to tell the rate. */

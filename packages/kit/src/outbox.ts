@@ -211,7 +211,7 @@ export async function appendEvent(tx: Tx, table: OutboxTable, input: NewEvent): 
 
 /**
  * Inserts one row and its event in ONE statement, so a create costs one round trip and needs
- * no transaction (docs/design.md "Targets": ingest):
+ * no transaction (docs/performance.md: ingest):
  *
  *   with o as (insert into <table> … on conflict do nothing returning *),
  *        e as (insert into <outbox> (event_id, type, payload) select … from o)

@@ -306,7 +306,7 @@ export interface SuccessLog {
  * Why the plain window is long: a record statement costs PostgreSQL far more than the rows it
  * writes (parse, plan, a commit and its WAL flush). At 300 deliveries/s a 20 ms window gathered
  * about 6 successes per statement and PostgreSQL spent 0.51–0.66 ms of CPU per delivery on
- * them; a 60 ms window, 0.29–0.34 (docs/design.md, "Targets"). Nothing waits for a plain
+ * them; a 60 ms window, 0.29–0.34 (docs/performance.md). Nothing waits for a plain
  * success's record: the receiver has its request, and the lease (WEBHOOK_TIMEOUT + margin)
  * outlasts any window. A crash inside the window costs a repeat of those deliveries after
  * their lease, as any crash after an attempt does.
