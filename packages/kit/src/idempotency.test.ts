@@ -23,11 +23,11 @@ import {
   holdsSecret,
   IDEMPOTENCY_WINDOW_MS,
   idempotencyTable,
-  insertOnce,
   type KeyStore,
   KeyTaken,
   writeKeyed,
 } from './idempotency.ts';
+import { insertOnce } from './insert-once.ts';
 import { type NewEvent, outboxTable } from './outbox.ts';
 
 const schema = pgSchema('idem_test');

@@ -3,8 +3,8 @@
 import { apiError } from '@mcs/errors';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
-import { type CreateSidecar, insertOnce, type WrittenEvent } from '@mcs/kit/idempotency';
 import { isId, newId } from '@mcs/kit/ids';
+import { type CreateSidecar, insertOnce, type WrittenEvent } from '@mcs/kit/insert-once';
 import { ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
 import { optionalText, requireCurrency, requireInteger, requireText } from '@mcs/kit/validate';
 import { desc, eq, inArray, lt, sql } from 'drizzle-orm';
