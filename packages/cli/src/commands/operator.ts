@@ -1,62 +1,20 @@
 // Operator commands (CONTRACT §1): run against the accounts service of the running stack over
 // Connect (ACCOUNTS_URL, else PORT + 1), not the REST API: they make accounts and keys, so no
 // key is needed to run them. Each prints one JSON object, whatever --json says.
-import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
-import { Code, ConnectError, createClient } from '@connectrpc/connect';
-import { createConnectTransport, Http2SessionManager } from '@connectrpc/connect-node';
-import { serviceUrl } from '@mcs/kit/config';
-import { accounts, api } from '@mcs/proto';
-import { type JsonObject, render } from '@mcs/rest';
+import type { JsonObject } from '@mcs/rest';
 import { CliError, type Parsed, required, str, usageError } from '../args.ts';
 import type { Command, Ctx } from '../context.ts';
+import type { AccountsOps } from './accounts-client.ts';
 
-const CALL_TIMEOUT_MS = 15_000;
 const MAX_INT32 = 2_147_483_647;
 
-type Client = ReturnType<typeof createClient<typeof accounts.AccountService>>;
-
-function renderOf<D extends DescMessage>(
-  desc: D,
-  msg: MessageShape<D> | undefined,
-  what: string,
-): JsonObject {
-  if (!msg) throw new Error(`the accounts service answered without the ${what}`);
-  return render(desc, msg);
+/** Runs `call` against the accounts service; prints its answer as one JSON line. */
+async function withAccounts(ctx: Ctx, call: (ops: AccountsOps) => Promise<JsonObject>): Promise<number> {
+  // Loaded here, not at the top: the Connect client is most of the CLI's start-up otherwise.
+  const client = await import('./accounts-client.ts');
+  ctx.out(`${JSON.stringify(await client.withAccounts(ctx.env, call))}\n`);
+  return 0;
 }
-
-/** Runs `call` with a client of the accounts service; prints its answer as one JSON line. */
-async function withAccounts(ctx: Ctx, call: (client: Client) => Promise<JsonObject>): Promise<number> {
-  const url = serviceUrl('accounts', ctx.env);
-  const sessions = new Http2SessionManager(url);
-  try {
-    const client = createClient(
-      accounts.AccountService,
-      createConnectTransport({ baseUrl: url, httpVersion: '2', sessionManager: sessions }),
-    );
-    ctx.out(`${JSON.stringify(await call(client))}\n`);
-    return 0;
-  } catch (err) {
-    throw new CliError(describe(err, url));
-  } finally {
-    sessions.abort();
-  }
-}
-
-function describe(err: unknown, url: string): string {
-  if (err instanceof CliError) return err.message;
-  if (err instanceof ConnectError) {
-    const [detail] = err.findDetails(api.ErrorDetailSchema);
-    if (detail) return detail.param ? `${detail.message} (param: ${detail.param})` : detail.message;
-    if (err.code === Code.Unavailable) {
-      return `cannot reach the accounts service at ${url}: is the stack running (pnpm start)?`;
-    }
-    if (err.code === Code.DeadlineExceeded) return `the accounts service at ${url} did not answer in time`;
-    return `the accounts service at ${url} failed: ${err.rawMessage} (${Code[err.code]})`;
-  }
-  return `unexpected error: ${err instanceof Error ? err.message : String(err)}`;
-}
-
-const opts = { timeoutMs: CALL_TIMEOUT_MS };
 
 /** Reads one line from a terminal without echoing it. */
 async function askHidden(prompt: string): Promise<string> {
@@ -131,19 +89,9 @@ const accountsCreate: Command = {
       }
     }
     const password = p.values.password === true ? await readPassword() : '';
-    return withAccounts(ctx, async (client) => {
-      const res = await client.createAccount(
-        { email, name: str(p, 'name') ?? '', rateLimit, password },
-        opts,
-      );
-      return {
-        account: renderOf(accounts.AccountSchema, res.account, 'account'),
-        secret_key: res.secretKey,
-        live_secret_key: res.liveSecretKey,
-        publishable_key: res.publishableKey,
-        live_publishable_key: res.livePublishableKey,
-      };
-    });
+    return withAccounts(ctx, (ops) =>
+      ops.createAccount({ email, name: str(p, 'name') ?? '', rateLimit, password }),
+    );
   },
 };
 
@@ -157,13 +105,7 @@ const accountsSetPassword: Command = {
   async run(ctx, p) {
     const accountId = required(p, 'account', this);
     const password = await readPassword();
-    return withAccounts(ctx, async (client) =>
-      renderOf(
-        accounts.AccountSchema,
-        await client.setOwnerPassword({ accountId, password }, opts),
-        'account',
-      ),
-    );
+    return withAccounts(ctx, (ops) => ops.setOwnerPassword(accountId, password));
   },
 };
 
@@ -176,10 +118,7 @@ const keysList: Command = {
   details: OPERATOR,
   async run(ctx, p) {
     const accountId = required(p, 'account', this);
-    return withAccounts(ctx, async (client) => {
-      const res = await client.listApiKeys({ accountId }, opts);
-      return { object: 'list', data: res.data.map((k) => renderOf(accounts.ApiKeySchema, k, 'key')) };
-    });
+    return withAccounts(ctx, (ops) => ops.listApiKeys(accountId));
   },
 };
 
@@ -197,16 +136,11 @@ const keysCreate: Command = {
   async run(ctx, p) {
     const accountId = required(p, 'account', this);
     const kindText = required(p, 'kind', this);
-    let kind: accounts.KeyKind;
-    if (kindText === 'secret') kind = accounts.KeyKind.SECRET;
-    else if (kindText === 'publishable') kind = accounts.KeyKind.PUBLISHABLE;
-    else throw usageError(`--kind must be secret or publishable, not "${kindText}"`, this);
+    if (kindText !== 'secret' && kindText !== 'publishable') {
+      throw usageError(`--kind must be secret or publishable, not "${kindText}"`, this);
+    }
     const livemode = p.values.live === true;
-    return withAccounts(ctx, async (client) => {
-      const res = await client.createApiKey({ accountId, kind, livemode }, opts);
-      // The only time this key exists in plain text: shown once, with the key it belongs to.
-      return { ...renderOf(accounts.ApiKeySchema, res.key, 'key'), secret: res.secret };
-    });
+    return withAccounts(ctx, (ops) => ops.createApiKey(accountId, kindText, livemode));
   },
 };
 
@@ -223,9 +157,7 @@ const keysRevoke: Command = {
   async run(ctx, p) {
     const accountId = required(p, 'account', this);
     const keyId = required(p, 'key', this);
-    return withAccounts(ctx, async (client) =>
-      renderOf(accounts.ApiKeySchema, await client.revokeApiKey({ accountId, keyId }, opts), 'key'),
-    );
+    return withAccounts(ctx, (ops) => ops.revokeApiKey(accountId, keyId));
   },
 };
 
