@@ -8,4 +8,10 @@ if (major < 22 || (major === 22 && minor < 18)) {
   );
   process.exit(1);
 }
+// Node's compile cache (as `pnpm start` sets it for its parts): the CLI's TypeScript is stripped
+// and compiled once, and later runs start in about a third of the time.
+if (!process.env.NODE_COMPILE_CACHE) {
+  const { enableCompileCache } = await import('node:module');
+  enableCompileCache?.(new URL('../../../.data/compile-cache', import.meta.url).pathname);
+}
 await import('../src/main.ts');
