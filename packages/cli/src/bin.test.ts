@@ -33,7 +33,8 @@ it('runs from the compile cache under .data by default', async () => {
 });
 
 it("leaves the cache alone when NODE_COMPILE_CACHE is '' or NODE_DISABLE_COMPILE_CACHE is set", async () => {
-  for (const env of [{ NODE_COMPILE_CACHE: '' }, { NODE_DISABLE_COMPILE_CACHE: '1' }]) {
+  const cases: Record<string, string>[] = [{ NODE_COMPILE_CACHE: '' }, { NODE_DISABLE_COMPILE_CACHE: '1' }];
+  for (const env of cases) {
     const { stdout, stderr } = await help(env);
     expect(stdout).toMatch(/^usage: mcs /);
     expect(stderr, JSON.stringify(env)).not.toContain('[compile cache] resolved path');
