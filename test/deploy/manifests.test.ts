@@ -150,6 +150,24 @@ describe.each(['overlays-local', 'overlays-production', 'overlays-cnpg'] as cons
       }
     });
 
+    it('mounts a writable /tmp in every part of ours, where the image keeps Node’s compile cache', () => {
+      const dockerfile = readFileSync(join(REPO_ROOT, 'deploy/Dockerfile'), 'utf8');
+      const cacheDir = /NODE_COMPILE_CACHE=(\S+)/.exec(dockerfile)?.[1];
+      expect(cacheDir, 'NODE_COMPILE_CACHE in the image').toMatch(/^\/tmp\//);
+      // Long-running parts only: the migrations Job runs once.
+      for (const { o, pod } of workloads(objects()).filter((w) => w.o.kind !== 'Job')) {
+        for (const c of (pod.containers as K8s[]).filter((c) => c.image?.includes('mcs'))) {
+          const where = `${o.kind} ${o.metadata.name} container ${c.name}`;
+          const mount = (c.volumeMounts as K8s[] | undefined)?.find((m) => m.mountPath === '/tmp');
+          expect(mount?.readOnly, `${where}: /tmp mounted writable`).not.toBe(true);
+          const volume = (pod.volumes as K8s[] | undefined)?.find((v) => v.name === mount?.name);
+          expect(volume?.emptyDir, `${where}: /tmp an emptyDir`).toBeDefined();
+          const env = (c.env as K8s[] | undefined)?.find((e) => e.name === 'NODE_COMPILE_CACHE');
+          expect(env, `${where}: NODE_COMPILE_CACHE left to the image`).toBeUndefined();
+        }
+      }
+    });
+
     it('probes every long-running container and runs an entry file that exists', () => {
       for (const { o, pod } of workloads(objects()).filter((w) => w.o.kind !== 'Job')) {
         for (const c of pod.containers as K8s[]) {
