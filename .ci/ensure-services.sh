@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Makes sure the services the test suite talks to are up: PostgreSQL on 127.0.0.1:5432 and NATS
-# (with JetStream) on 127.0.0.1:4222. Starts them if they are installed but down; installs them
-# (Debian packages) only if PostgreSQL is missing altogether. Also installs Debian `chromium` for
-# the browser tests when it is missing (best effort). Runs as root, without a terminal.
+# Makes sure the services the test suite talks to are up: PostgreSQL at DATABASE_URL and NATS (with
+# JetStream) at NATS_URL, by default 127.0.0.1:5432 and 127.0.0.1:4222. A server of a URL you set is
+# only checked (it must answer); the local defaults are started if they are installed but down and
+# installed (Debian packages) only if PostgreSQL is missing altogether. Also installs Debian
+# `chromium` for the browser tests when it is missing (best effort). Runs as root, without a terminal.
 set -euo pipefail
 
 export DEBIAN_FRONTEND=noninteractive
@@ -23,11 +24,51 @@ apt_install() {
   apt-get install -y -qq --no-install-recommends -o Dpkg::Use-Pty=0 "$@"
 }
 
+host_port() { # url default-port -> "host port" (first server of a comma-separated list)
+  local rest="${1#*://}"
+  rest="${rest%%,*}"
+  rest="${rest%%/*}"
+  rest="${rest%%\?*}"
+  rest="${rest##*@}"
+  local host="$rest" port="$2"
+  if [[ "$rest" =~ ^\[(.*)\](:([0-9]+))?$ ]]; then
+    host="${BASH_REMATCH[1]}"
+    port="${BASH_REMATCH[3]:-$2}"
+  elif [[ "$rest" == *:* ]]; then
+    host="${rest%:*}"
+    port="${rest##*:}"
+  fi
+  echo "${host:-127.0.0.1} $port"
+}
+
+# A URL the caller set names a server this script does not own: it must answer, nothing is started.
+check_given() { # name url default-port
+  local hp
+  read -r -a hp <<<"$(host_port "$2" "$3")"
+  if ! answers "${hp[0]}" "${hp[1]}"; then
+    log "$1 does not answer at ${hp[0]}:${hp[1]} (from the URL you set)"
+    exit 1
+  fi
+  log "$1 (${hp[0]}:${hp[1]}, from the URL you set) answers"
+}
+need_pg=true
+need_nats=true
+if [ -n "${DATABASE_URL:-}" ]; then
+  check_given PostgreSQL "$DATABASE_URL" 5432
+  need_pg=false
+fi
+if [ -n "${NATS_URL:-}" ]; then
+  check_given NATS "$NATS_URL" 4222
+  need_nats=false
+fi
+local_pg_up() { [ "$need_pg" = false ] || answers 127.0.0.1 5432; }
+local_nats_up() { [ "$need_nats" = false ] || answers 127.0.0.1 4222; }
+
 pg_version() { # newest installed cluster version, e.g. 15
   ls /etc/postgresql 2>/dev/null | sort -V | tail -n 1
 }
 
-if ! answers 127.0.0.1 5432 || ! answers 127.0.0.1 4222; then
+if ! local_pg_up || ! local_nats_up; then
   if [ -z "$(pg_version)" ] || ! command -v pg_ctlcluster >/dev/null 2>&1; then
     log "PostgreSQL is not installed: installing postgresql and nats-server"
     apt_install postgresql nats-server
@@ -47,11 +88,11 @@ if ! answers 127.0.0.1 5432 || ! answers 127.0.0.1 4222; then
     apt_install nats-server
   fi
 
-  if ! answers 127.0.0.1 5432; then
+  if ! local_pg_up; then
     log "starting PostgreSQL $(pg_version)"
     pg_ctlcluster --skip-systemctl-redirect "$(pg_version)" main start || true
   fi
-  if ! answers 127.0.0.1 4222; then
+  if ! local_nats_up; then
     log "starting nats-server"
     mkdir -p /var/lib/nats-server
     start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- \
@@ -59,16 +100,17 @@ if ! answers 127.0.0.1 5432 || ! answers 127.0.0.1 4222; then
   fi
 
   deadline=$((SECONDS + WAIT_SECONDS))
-  until answers 127.0.0.1 5432 && answers 127.0.0.1 4222; do
+  until local_pg_up && local_nats_up; do
     if [ "$SECONDS" -ge "$deadline" ]; then
-      answers 127.0.0.1 5432 || log "PostgreSQL does not answer on 127.0.0.1:5432 after ${WAIT_SECONDS} s"
-      answers 127.0.0.1 4222 || log "NATS does not answer on 127.0.0.1:4222 after ${WAIT_SECONDS} s"
+      local_pg_up || log "PostgreSQL does not answer on 127.0.0.1:5432 after ${WAIT_SECONDS} s"
+      local_nats_up || log "NATS does not answer on 127.0.0.1:4222 after ${WAIT_SECONDS} s"
       exit 1
     fi
     sleep 1
   done
 fi
-log "PostgreSQL (127.0.0.1:5432) and NATS (127.0.0.1:4222) answer"
+if [ "$need_pg" = true ]; then log "PostgreSQL (127.0.0.1:5432) answers"; fi
+if [ "$need_nats" = true ]; then log "NATS (127.0.0.1:4222) answers"; fi
 
 if [ ! -x /usr/bin/chromium ]; then
   log "installing chromium for the browser tests"
