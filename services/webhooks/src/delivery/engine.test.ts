@@ -147,6 +147,27 @@ describe('delivery engine', () => {
     expect(rows).toMatchObject([{ number: 1, status_code: 200, error: null, response_excerpt: 'ok' }]);
   });
 
+  it('records an answer holding a NUL byte (PostgreSQL text cannot) instead of sending it again', async () => {
+    const r = await receiver();
+    r.reply = () => ({ status: 500, body: 'no\0pe' });
+    const engine = setup();
+    const { caller } = await endpointFor(r.url);
+    const { queued } = await emit(caller, engine);
+    // Recorded, the first failure schedules the second attempt; unrecorded, the lease would send
+    // the first again.
+    const rows = await until('two attempts recorded', async () => {
+      const { rows } = await db.pool.query(
+        'select number, status_code, response_excerpt from webhooks.attempts where delivery_id = $1 order by number',
+        [queued[0]!.deliveryId],
+      );
+      return rows.length >= 2 && rows;
+    });
+    expect(rows.slice(0, 2)).toEqual([
+      { number: 1, status_code: 500, response_excerpt: 'no\uFFFDpe' },
+      { number: 2, status_code: 500, response_excerpt: 'no\uFFFDpe' },
+    ]);
+  });
+
   it('makes exactly 6 attempts on the schedule, then marks the endpoint unhealthy once', async () => {
     const r = await receiver();
     r.reply = () => ({ status: 500, body: 'nope' });

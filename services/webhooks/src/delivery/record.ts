@@ -41,8 +41,16 @@ export interface Attempted {
   result: AttemptResult;
 }
 
+/**
+ * What a receiver answered (or a listener acked) as PostgreSQL can store it: `text` holds no NUL,
+ * and a statement carrying one fails, which would leave the attempt unrecorded and its delivery
+ * sent again and again. A NUL is kept visible as U+FFFD.
+ */
+const storable = (text: string | null): string | null =>
+  text === null ? null : text.replaceAll('\0', '\uFFFD');
+
 const excerptOf = (result: AttemptResult) =>
-  result.excerpt === null ? null : result.excerpt.slice(0, EXCERPT_KEEP);
+  result.excerpt === null ? null : storable(result.excerpt.slice(0, EXCERPT_KEEP));
 
 export interface RecordPolicy {
   /** Delays of the retries after the first attempt (WEBHOOK_RETRY_SCHEDULE). */
@@ -102,7 +110,7 @@ export async function recordAttempt(
   a: Attempted,
   now: Date,
 ): Promise<Recorded> {
-  const { result } = a;
+  const result = { ...a.result, error: storable(a.result.error) };
   // A test-mode account may have a shorter schedule of its own (domain/settings.ts); a failure
   // reads it, a success needs none.
   const schedule = result.ok ? policy.schedule : ((await ownScheduleOf(db, a.deliveryId)) ?? policy.schedule);
