@@ -93,6 +93,20 @@ describe('recovery with replay', () => {
     });
     expect(garbled.status).toBe(400);
     expect(garbled.json.error).toMatchObject({ code: 'invalid_type', param: 'since' });
+    // Out of PostgreSQL's range or before 1970 (ids count from it): a clear 400, not a 500 or an empty replay.
+    for (const [since, code] of [
+      ['0000-01-01T00:00:00Z', 'invalid_value'],
+      ['1969-12-31T00:00:00Z', 'invalid_value'],
+      ['+010000-01-01T00:00:00Z', 'invalid_type'],
+    ]) {
+      const out = await api(keys.secret_key, 'POST', `/v1/webhooks/${ep.id}/recover`, { since });
+      expect({ since, status: out.status, ...out.json.error }).toMatchObject({
+        since,
+        status: 400,
+        code,
+        param: 'since',
+      });
+    }
     const future = await api(keys.secret_key, 'POST', `/v1/webhooks/${ep.id}/recover`, {
       since: new Date(Date.now() + 60_000).toISOString(),
     });

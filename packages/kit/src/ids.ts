@@ -7,6 +7,8 @@ const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
 
 /** The 10-character time part of an id made at `ms` (for ids derived in SQL). */
 export function encodeTime(ms: number): string {
+  // Ten digits hold 50 bits; before 1970 sorts first, as the earliest id would.
+  ms = Math.min(Math.max(0, Math.floor(ms)), 2 ** 50 - 1);
   let out = '';
   for (let i = 0; i < 10; i++) {
     out = ALPHABET[ms % 32] + out;

@@ -127,12 +127,40 @@ function decodeEnum(
 
 function decodeMessageValue(desc: DescMessage, raw: unknown, param: string): unknown {
   if (desc.typeName === 'google.protobuf.Timestamp') {
-    const ms = typeof raw === 'string' ? Date.parse(raw) : Number.NaN;
-    if (Number.isNaN(ms))
-      throw new DecodeError('invalid_type', param, `${param} must be an ISO 8601 timestamp.`);
+    const ms = typeof raw === 'string' ? parseTimestamp(raw) : null;
+    if (ms === null) {
+      throw new DecodeError(
+        'invalid_type',
+        param,
+        `${param} must be an ISO 8601 date and time, e.g. 2026-11-29T14:00:00Z.`,
+      );
+    }
+    if (ms < 0)
+      throw new DecodeError('invalid_value', param, `${param} must be 1970-01-01T00:00:00Z or later.`);
     return timestampFromDate(new Date(ms));
   }
   return decodeObject(desc, raw, param);
+}
+
+/** RFC 3339 date-time (ISO 8601's profile for the Internet): the document's `format: date-time`. */
+const DATE_TIME =
+  /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.\d{1,9})?(?:[Zz]|[+-](\d{2}):(\d{2}))$/;
+
+/**
+ * Milliseconds since 1970 of an RFC 3339 date-time, or null for anything else: `Date.parse`
+ * alone takes other shapes ("Nov 29 2026") and rolls impossible dates over (February 30th).
+ */
+export function parseTimestamp(raw: string): number | null {
+  const m = DATE_TIME.exec(raw);
+  if (!m) return null;
+  const [year, month, day, hour, minute, second, offH, offM] = m.slice(1).map((v) => Number(v ?? 0));
+  const date = new Date(0);
+  date.setUTCFullYear(year!, month! - 1, day!);
+  const calendar =
+    date.getUTCFullYear() === year && date.getUTCMonth() === month! - 1 && date.getUTCDate() === day;
+  if (!calendar || hour! > 23 || minute! > 59 || second! > 59 || offH! > 23 || offM! > 59) return null;
+  const ms = Date.parse(raw);
+  return Number.isNaN(ms) ? null : ms;
 }
 
 const INT32 = [ScalarType.INT32, ScalarType.SINT32, ScalarType.SFIXED32];

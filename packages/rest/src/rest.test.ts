@@ -126,6 +126,35 @@ describe('decode', () => {
     ).toEqual({ code: 'invalid_value', param: 'items[0].quantity' });
   });
 
+  it('takes times as RFC 3339 date-times from 1970 on, and nothing else', () => {
+    const resend = (since: unknown) => decodeObject(webhooks.ResendEventsRequestSchema, { since });
+    expect(resend('2026-11-29T14:00:00.5+02:00')).toEqual({
+      since: timestampFromMs(Date.UTC(2026, 10, 29, 12, 0, 0, 500)),
+    });
+    expect(resend('1970-01-01T00:00:00Z')).toEqual({ since: timestampFromMs(0) });
+    for (const shape of [
+      'Nov 29 2026',
+      '2020',
+      '2026-11-29',
+      '2026-02-30T00:00:00Z',
+      '2026-11-29T24:00:00Z',
+      '+010000-01-01T00:00:00Z',
+      5,
+    ]) {
+      expect(
+        failure(() => resend(shape)),
+        String(shape),
+      ).toEqual({ code: 'invalid_type', param: 'since' });
+    }
+    // Before 1970 nothing was recorded, and ids (cursors) count from it: refused, not read as "all".
+    for (const early of ['1969-12-31T23:59:59Z', '0001-01-01T00:00:00Z', '1970-01-01T00:30:00+01:00']) {
+      expect(
+        failure(() => resend(early)),
+        early,
+      ).toEqual({ code: 'invalid_value', param: 'since' });
+    }
+  });
+
   it('coerces query parameters by field type', () => {
     expect(decodeParams(commerce.ListOrdersRequestSchema, { limit: '5', starting_after: 'ord_1' })).toEqual({
       limit: 5,
