@@ -60,8 +60,20 @@ request with an API key (<code>Authorization: Bearer sk_test_…</code>) and pus
 export function createPages(openapi: OpenApiDocument, ready?: () => Promise<void>) {
   const pages = renderDocs(openapi);
   const openapiJson = JSON.stringify(openapi);
-  return function servePages(req: IncomingMessage, res: ServerResponse, path: string): boolean {
-    if (req.method !== 'GET' && req.method !== 'HEAD') return false;
+  const known = (path: string) =>
+    path === '/readyz' ||
+    path === '/healthz' ||
+    path === '/' ||
+    path === '/v1/openapi.json' ||
+    pages.has(path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path);
+  /** Serves a page (true), answers nothing for a path it does not have (false), or names what its methods are. */
+  return function servePages(
+    req: IncomingMessage,
+    res: ServerResponse,
+    path: string,
+  ): boolean | { allow: string } {
+    if (!known(path)) return false;
+    if (req.method !== 'GET' && req.method !== 'HEAD') return { allow: 'GET, HEAD' };
     if (path === '/readyz' || path === '/healthz') {
       // healthz: the process answers; readyz: it can also reach PostgreSQL and NATS.
       const check = path === '/readyz' && ready ? ready() : Promise.resolve();

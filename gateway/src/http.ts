@@ -2,7 +2,7 @@
 // rate-limit, decode REST into the RPC's request message, guard Idempotency-Key, call the
 // owning service over Connect, render the answer or the spec's error envelope. No business
 // rules, no SQL of another part.
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
 import { create, type DescMessage, type Message } from '@bufbuild/protobuf';
 import { type CallOptions, ConnectError } from '@connectrpc/connect';
 import { apiError, type ErrorCode, type RenderedError, renderConnectError, renderError } from '@mcs/errors';
@@ -43,7 +43,7 @@ export interface GatewayDeps {
   docsUrl: string;
   log: Logger;
   /** Non-/v1 pages (docs, OpenAPI); returns false when it does not serve the path. */
-  pages?: (req: IncomingMessage, res: ServerResponse, path: string) => boolean;
+  pages?: (req: IncomingMessage, res: ServerResponse, path: string) => boolean | { allow: string };
   /** The dashboard (HTML, cookies, form POSTs): serves every path under /dashboard itself. */
   dashboard?: (req: IncomingMessage, res: ServerResponse, path: string) => Promise<void>;
   /** `mcs listen`: the stream of a listen endpoint and its acks (listen.ts). */
@@ -126,6 +126,44 @@ function publishableRefused(route: string) {
   });
 }
 
+/**
+ * The path as routes name it: `/v1//products` and `/v1/products/` are `/v1/products` (the
+ * router skips empty segments), so a list's `url` and an idempotency key's fingerprint are the
+ * same for all three.
+ */
+export function canonicalPath(path: string): string {
+  if (!path.includes('//') && (path.length === 1 || !path.endsWith('/'))) return path;
+  const segments = path.split('/').filter(Boolean);
+  return `/${segments.join('/')}`;
+}
+
+/**
+ * The whole answer (head and body, `Connection: close`) to a request Node's HTTP parser refused
+ * before any handler saw it, in the error envelope with a Request-Id like every other; null when
+ * there is no one to answer (the client reset the connection).
+ */
+export function clientErrorResponse(err: NodeJS.ErrnoException, docsUrl: string): string | null {
+  if (err.code === 'ECONNRESET' || err.code === 'EPIPE') return null;
+  const code: ErrorCode =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? 'headers_too_large'
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? 'request_timeout'
+        : 'malformed_request';
+  const requestId = newRequestId();
+  const rendered = renderError(code, docsUrl);
+  const body = JSON.stringify(rendered.body);
+  return [
+    `HTTP/1.1 ${rendered.status} ${STATUS_CODES[rendered.status] ?? ''}`,
+    'Content-Type: application/json',
+    `Content-Length: ${Buffer.byteLength(body)}`,
+    `Request-Id: ${requestId}`,
+    'Connection: close',
+    '',
+    body,
+  ].join('\r\n');
+}
+
 export function createHandler(deps: GatewayDeps) {
   const { log, docsUrl } = deps;
   const inFlight = createInFlight();
@@ -142,6 +180,14 @@ export function createHandler(deps: GatewayDeps) {
       const query: Record<string, string> = {};
       for (const [k, v] of url.searchParams) query[k] = v;
       return { init: decodeParams(route.method.input, { ...query, ...params }), json: {} as unknown };
+    }
+    // A route with a body takes its parameters there: one in the query would be silently lost.
+    for (const [k] of url.searchParams) {
+      throw new DecodeError(
+        'unknown_parameter',
+        k,
+        `Unknown query parameter: ${k.slice(0, 100)}. ${route.httpMethod} ${route.path} takes its parameters in the JSON body.`,
+      );
     }
     let raw: Buffer;
     try {
@@ -196,14 +242,22 @@ export function createHandler(deps: GatewayDeps) {
     let routeLabel = 'unmatched';
     try {
       const url = new URL(req.url ?? '/', 'http://gateway');
-      path = url.pathname;
+      path = canonicalPath(url.pathname);
       if (deps.dashboard && (path === '/dashboard' || path.startsWith('/dashboard/'))) {
         routeLabel = 'dashboard';
         return await deps.dashboard(req, res, path);
       }
-      if (deps.pages?.(req, res, path)) {
+      const page = deps.pages?.(req, res, path);
+      if (page === true) {
         routeLabel = 'pages';
         return;
+      }
+      if (page) {
+        throw fail(
+          'method_not_allowed',
+          { message: `${method} is not allowed on ${path}. Allowed: ${page.allow}.` },
+          { allow: page.allow },
+        );
       }
       const listen = deps.listen?.match(method, path);
       if (listen) {
@@ -311,7 +365,8 @@ export function createHandler(deps: GatewayDeps) {
       }
       if (rendered.body.error.type === 'api_error') {
         // A client that hung up mid-request is not our fault; anything else is.
-        if (req.destroyed) log.info({ requestId, method, path }, 'client went away');
+        // (Not req.destroyed: a request whose body was read is destroyed, its socket is not.)
+        if (req.socket.destroyed) log.info({ requestId, method, path }, 'client went away');
         // Refused by the circuit of a service known to be down: logged when it opened and closed.
         else if (err instanceof ServiceDown)
           log.debug({ requestId, method, path, service: err.service }, 'service down');

@@ -19,7 +19,7 @@ import { createSessionStore } from './dashboard/sessions.ts';
 import { migrateGateway } from './db/migrate.ts';
 import { createPages } from './docs.ts';
 import type { Env } from './env.ts';
-import { createHandler, type UnaryCall } from './http.ts';
+import { clientErrorResponse, createHandler, type UnaryCall } from './http.ts';
 import { createListen } from './listen.ts';
 import { buildOpenApi } from './openapi.ts';
 import { createPgTokenStore, createSharedRateLimiter } from './rate-limit.ts';
@@ -188,6 +188,14 @@ export async function startGateway(
       void handler(req, res);
     },
   );
+  // A request Node's parser refuses (a control character in a header, headers over 16 KiB) is
+  // answered in the error envelope with a Request-Id, as every other answer, not Node's bare 400.
+  server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+    const answer = socket.writable ? clientErrorResponse(err, env.docsUrl) : null;
+    const started = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent;
+    if (answer === null || started) socket.destroy();
+    else socket.end(answer);
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(env.PORT, env.HOST, resolve);

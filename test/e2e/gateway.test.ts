@@ -1,5 +1,6 @@
 // The gateway as a client sees it: authentication, the error envelope, idempotency (including a
 // gateway crash after the service committed the write and its answer), rate limits and the docs.
+import net from 'node:net';
 import { type AccountKeys, type Stack, startStack } from '@mcs/testkit';
 import { Agent, fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -190,6 +191,65 @@ describe('errors', () => {
     expect(charset.status, charset.text).toBe(200);
     const big = await call('POST', '/v1/orders', { raw: JSON.stringify({ pad: 'x'.repeat(1024 * 1024) }) });
     expectError(big, 413, 'invalid_request_error', 'body_too_large');
+  });
+
+  it("answers requests Node's HTTP parser refuses in the envelope, with a Request-Id", async () => {
+    const { port, hostname } = new URL(stack.baseUrl);
+    const raw = (request: string) =>
+      new Promise<Res>((resolve, reject) => {
+        const socket = net.connect(Number(port), hostname);
+        let got = '';
+        socket.on('data', (d) => {
+          got += d.toString();
+        });
+        socket.on('error', reject);
+        socket.on('close', () => {
+          const [head = '', body = ''] = got.split('\r\n\r\n');
+          const [status, ...lines] = head.split('\r\n');
+          const headers = new Headers(lines.map((l) => l.split(/:\s*/, 2) as [string, string]));
+          let json: any = null;
+          try {
+            json = JSON.parse(body);
+          } catch {}
+          resolve({ status: Number(status!.split(' ')[1]), headers, text: got, json });
+        });
+        socket.end(request);
+      });
+    const control = await raw('GET /v1/products HTTP/1.1\r\nHost: x\r\nX-Foo: a\x01b\r\n\r\n');
+    expectError(control, 400, 'invalid_request_error', 'malformed_request');
+    expect(control.headers.get('connection')).toBe('close');
+    const length = await raw('POST /v1/orders HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n{}');
+    expectError(length, 400, 'invalid_request_error', 'malformed_request');
+    const big = await raw(`GET /v1/products HTTP/1.1\r\nHost: x\r\nX-Pad: ${'x'.repeat(20_000)}\r\n\r\n`);
+    expectError(big, 431, 'invalid_request_error', 'headers_too_large');
+    // The server goes on answering.
+    expect((await call('GET', '/v1/products')).status).toBe(200);
+  });
+
+  it('reads a path as its route names it, refuses query parameters on a body route, and 405s the pages', async () => {
+    // `/v1/products/` and `/v1//products` are `/v1/products`: the list's url, and an idempotent
+    // retry to the same route with a trailing slash replays instead of counting as another request.
+    for (const path of ['/v1/products/', '/v1//products', '/v1/products']) {
+      const list = await call('GET', `${path}?limit=1`);
+      expect(list.json, path).toMatchObject({ object: 'list', url: '/v1/products' });
+    }
+    const key = `slash-${Date.now()}`;
+    const product = { name: 'Tea', price: 450, currency: 'EUR' };
+    const first = await call('POST', '/v1/products', { body: product, headers: { 'idempotency-key': key } });
+    const again = await call('POST', '/v1/products/', { body: product, headers: { 'idempotency-key': key } });
+    expect(first.status, first.text).toBe(200);
+    expect({ status: again.status, text: again.text }).toEqual({ status: 200, text: first.text });
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+
+    // A body route's parameters go in its body: one in the query is refused, not silently lost.
+    const query = await call('POST', '/v1/products?name=Coffee', { body: product });
+    expectError(query, 400, 'invalid_request_error', 'unknown_parameter', 'name');
+
+    for (const path of ['/v1/openapi.json', '/docs', '/docs/errors']) {
+      const res = await call('POST', path, { body: {} });
+      expectError(res, 405, 'invalid_request_error', 'method_not_allowed');
+      expect(res.headers.get('allow'), path).toBe('GET, HEAD');
+    }
   });
 
   it('names the offending parameter', async () => {

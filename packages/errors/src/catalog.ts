@@ -76,6 +76,23 @@ export const catalog = {
     message: 'The request body is larger than 1 MiB.',
     doc: 'Request bodies are limited to 1 MiB.',
   },
+  malformed_request: {
+    type: 'invalid_request_error',
+    message: 'The request is not valid HTTP/1.1.',
+    doc: 'The request line or a header could not be parsed (a control character in a header, a `Content-Length` that is not a number, a bad chunk size). The connection is closed after this answer. HTTP clients and libraries never send such requests; a hand-written one might.',
+  },
+  headers_too_large: {
+    type: 'invalid_request_error',
+    status: 431,
+    message: 'The request headers are larger than 16 KiB.',
+    doc: 'The request line and headers together are limited to 16 KiB. The connection is closed after this answer.',
+  },
+  request_timeout: {
+    type: 'invalid_request_error',
+    status: 408,
+    message: 'The request did not arrive in time.',
+    doc: 'The request line, headers and body must arrive within 60 seconds of the connection going quiet. The connection is closed after this answer.',
+  },
   route_not_found: {
     type: 'not_found_error',
     message: 'No route matches this path.',
