@@ -56,7 +56,7 @@ export async function startWebhooks(env: Env, log: Logger): Promise<StartedPart>
     http: createSender({
       timeoutMs: env.WEBHOOK_TIMEOUT,
       allowPrivate: policy.allowPrivate,
-      connectionsPerOrigin: env.WEBHOOK_ENDPOINT_CONCURRENCY,
+      connectionsPerOrigin: env.WEBHOOK_CONCURRENCY,
     }),
   });
   const mailer = createMailer({

@@ -51,7 +51,7 @@ function setup(
   const sender: Sender = createSender({
     timeoutMs,
     allowPrivate: over.allowPrivate ?? true,
-    connectionsPerOrigin: 4,
+    connectionsPerOrigin: over.concurrency ?? 64, // as part.ts: the engine's overall cap
     ...(over.ca ? { ca: over.ca } : {}),
   });
   const engine: Engine = createEngine({
@@ -262,6 +262,24 @@ describe('delivery engine', () => {
     await emit(b.caller, engine);
     await fast.waitFor(1, 2_000);
     expect(Date.now() - started).toBeLessThan(1_000);
+  });
+
+  it("keeps hanging endpoints on a healthy one's host, of other accounts, from delaying it", async () => {
+    // Three endpoints of other accounts on the same host and port, each holding its 4 slots with
+    // attempts that never answer: the healthy endpoint's attempt must not queue for a connection
+    // behind them (its deadline would run out before it was even sent).
+    const host = await receiver();
+    host.reply = (r) => (r.path.includes('/hang') ? { hang: true } : { status: 200 });
+    const engine = setup({ timeoutMs: 20_000, schedule: [60_000] });
+    const hanging = await Promise.all([1, 2, 3].map((i) => endpointFor(`${host.url}/hang/${i}`)));
+    const healthy = await endpointFor(`${host.url}/ok`);
+    for (const a of hanging) for (let i = 0; i < 4; i++) await emit(a.caller, engine);
+    // All twelve reach the host long before their time-out (none frees a connection meanwhile).
+    await until('every hanging slot taken', () => host.received.length >= 12, 5_000);
+    const started = Date.now();
+    await emit(healthy.caller, engine);
+    await until('the healthy endpoint served', () => host.received.some((r) => r.path.endsWith('/ok')));
+    expect(Date.now() - started).toBeLessThan(2_000);
   });
 
   it('keeps more hanging endpoints than slots from delaying a healthy one (slow lane, shares)', async () => {
