@@ -247,14 +247,19 @@ export async function claimDue(
   now: Date,
   lease: Date,
   mine: string[],
-): Promise<Array<{ id: string; endpoint_id: string; ordered: boolean }>> {
-  const claimed = await db.execute<{ id: string; endpoint_id: string; ordered: boolean }>(sql`
+): Promise<Array<{ id: string; endpoint_id: string; ordered: boolean; attempts: number }>> {
+  const claimed = await db.execute<{
+    id: string;
+    endpoint_id: string;
+    ordered: boolean;
+    attempts: number;
+  }>(sql`
     update webhooks.deliveries set next_attempt_at = ${lease}
      where id in (select id from webhooks.deliveries
                    where status = 'pending' and next_attempt_at <= ${now}
                      and id not in (select unnest(${sql.param(mine)}::text[]))
                    order by next_attempt_at limit 500 for update skip locked)
-    returning id, endpoint_id, ordering_key is not null as ordered`);
+    returning id, endpoint_id, ordering_key is not null as ordered, attempts`);
   return claimed.rows;
 }
 

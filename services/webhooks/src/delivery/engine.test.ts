@@ -303,6 +303,31 @@ describe('delivery engine', () => {
     expect(inFlight()).toBeLessThanOrEqual(12);
   });
 
+  it("gives a failing endpoint's one slot to the delivery furthest along its schedule", async () => {
+    // A hanging endpoint with a backlog: one attempt at a time, each the whole time-out. Its
+    // retries must not wait behind the backlog's first attempts, or the schedule stretches with
+    // the backlog and the endpoint turns unhealthy (ending it) only after all of it was tried.
+    const r = await receiver();
+    r.reply = () => ({ hang: true });
+    const engine = setup({ timeoutMs: 300, schedule: [100, 100] });
+    const { caller, endpoint } = await endpointFor(r.url);
+    const ids: string[] = [];
+    for (let i = 0; i < 20; i++) ids.push((await emit(caller, engine)).event.id);
+    await until('the endpoint unhealthy', async () => {
+      const { rows } = await db.pool.query('select status from webhooks.endpoints where id = $1', [
+        endpoint.id,
+      ]);
+      return rows[0].status === 'unhealthy';
+    });
+    const order = r.received.map((got) => JSON.parse(got.body).id as string);
+    const lastOfFirst = order.lastIndexOf(ids[0]!);
+    expect(order.filter((id) => id === ids[0]).length).toBe(3);
+    // The first four went at once (perEndpoint 4), then the endpoint was failing: their retries
+    // came before any later event's first attempt but the one already under way.
+    const laterFirsts = new Set(order.slice(0, lastOfFirst).filter((id) => !ids.slice(0, 4).includes(id)));
+    expect(laterFirsts.size, order.join(' ')).toBeLessThanOrEqual(2);
+  });
+
   it('gives a failing endpoint one attempt at a time until it recovers', async () => {
     const r = await receiver();
     r.reply = (_req, i) => (i < 7 ? { delayMs: 400 } : { status: 200 }); // 400 ms > the 200 ms time-out

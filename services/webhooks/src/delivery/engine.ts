@@ -264,6 +264,22 @@ export function createEngine(opts: EngineOptions): Engine {
     );
   }
 
+  /**
+   * A failing endpoint has one attempt in flight at a time, and each may take WEBHOOK_TIMEOUT: in
+   * arrival order, a retry that came due would wait behind every first attempt queued before it,
+   * its schedule stretching with the backlog, and the endpoint would turn unhealthy (ending the
+   * backlog, with its e-mail) hours late or, under steady traffic, never. So its slot goes to the
+   * delivery furthest along its schedule, the earliest queued of those; one already claimed keeps
+   * the head (its lease is taken).
+   */
+  function furthestFirst(q: Waiting[]): void {
+    if (q.length < 2 || q[0]!.claimed === true) return;
+    const attemptsOf = (w: Waiting) => w.target?.attempts ?? w.attempts ?? 0;
+    let best = 0;
+    for (let i = 1; i < q.length; i++) if (attemptsOf(q[i]!) > attemptsOf(q[best]!)) best = i;
+    if (best > 0) q.unshift(q.splice(best, 1)[0]!);
+  }
+
   function pump(): void {
     if (stopped) return;
     const now = clock().getTime();
@@ -271,6 +287,7 @@ export function createEngine(opts: EngineOptions): Engine {
       const lane = lanes.laneOf(endpointId);
       let started = 0;
       while (q.length > 0 && lanes.hasRoom(endpointId, lane)) {
+        if (lanes.isFailing(endpointId)) furthestFirst(q);
         const item = q[0]!;
         if (!startable(item, now)) {
           if (!claiming.has(endpointId)) claim(endpointId, q);
@@ -524,10 +541,17 @@ export function createEngine(opts: EngineOptions): Engine {
       const t = setTimeout(
         () => {
           timers.delete(t);
+          const attempts = target.attempts + 1;
           enqueue([
             target.orderingKey
-              ? { deliveryId: item.deliveryId, endpointId: item.endpointId, lease: next, ordered: true }
-              : { deliveryId: item.deliveryId, endpointId: item.endpointId, lease: next },
+              ? {
+                  deliveryId: item.deliveryId,
+                  endpointId: item.endpointId,
+                  lease: next,
+                  ordered: true,
+                  attempts,
+                }
+              : { deliveryId: item.deliveryId, endpointId: item.endpointId, lease: next, attempts },
           ]);
         },
         Math.max(0, delay),
@@ -557,8 +581,8 @@ export function createEngine(opts: EngineOptions): Engine {
     enqueue(
       claimed.map((r) =>
         r.ordered
-          ? { deliveryId: r.id, endpointId: r.endpoint_id, lease, ordered: true }
-          : { deliveryId: r.id, endpointId: r.endpoint_id, lease },
+          ? { deliveryId: r.id, endpointId: r.endpoint_id, lease, ordered: true, attempts: r.attempts }
+          : { deliveryId: r.id, endpointId: r.endpoint_id, lease, attempts: r.attempts },
       ),
     );
     return claimed.length;

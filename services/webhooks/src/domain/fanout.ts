@@ -44,6 +44,11 @@ export interface QueuedDelivery {
   trace?: Context;
   /** Known to have an ordering_key (per_resource): the engine claims it with the ordering rule. */
   ordered?: boolean;
+  /**
+   * Attempts already made when it was queued (absent: none, or not known). A failing endpoint's
+   * one slot goes to the delivery furthest along its schedule (delivery/engine.ts).
+   */
+  attempts?: number;
 }
 
 /** The exact bytes every delivery of `event` sends, and GET /v1/events returns. */
