@@ -210,7 +210,9 @@ export function createHandler(deps: GatewayDeps) {
         });
       }
       try {
-        json = JSON.parse(raw.toString('utf8'));
+        // A byte order mark before the JSON is ignored, as RFC 8259 lets a parser do.
+        const text = raw.toString('utf8');
+        json = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
       } catch {
         throw fail('invalid_json');
       }

@@ -189,6 +189,8 @@ describe('errors', () => {
       headers: { 'content-type': 'Application/JSON; charset=utf-8' },
     });
     expect(charset.status, charset.text).toBe(200);
+    const bom = await call('POST', '/v1/orders', { raw: `\uFEFF${JSON.stringify(order())}` });
+    expect(bom.status, bom.text).toBe(200);
     const big = await call('POST', '/v1/orders', { raw: JSON.stringify({ pad: 'x'.repeat(1024 * 1024) }) });
     expectError(big, 413, 'invalid_request_error', 'body_too_large');
   });

@@ -31,6 +31,7 @@ for (const [addr, prefix] of [
   ['::', 128], // unspecified
   ['::1', 128], // loopback
   ['::ffff:0:0', 96], // IPv4-mapped: the v4 address decides, and we refuse rather than guess
+  ['::ffff:0:0:0', 96], // IPv4-translated (SIIT), e.g. ::ffff:0:7f00:1: the same
   ['::', 96], // IPv4-compatible (deprecated)
   ['64:ff9b::', 96], // NAT64 to any v4 address
   ['64:ff9b:1::', 48], // local NAT64

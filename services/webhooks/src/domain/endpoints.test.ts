@@ -100,6 +100,8 @@ describe('validateUrl', () => {
       '[::ffff:a00:1]',
       '[0:0:0:0:0:ffff:7f00:1]',
       '[::127.0.0.1]',
+      '[::ffff:0:7f00:1]',
+      '[::ffff:0:127.0.0.1]',
       '[64:ff9b::a9fe:a9fe]',
       '[2001::1]',
       '[fec0::1]',
@@ -161,9 +163,11 @@ describe('validateUrl', () => {
     expect(await codeOf(validateUrl('https://hooks.example.com/h', late))).toBe('invalid_url');
   });
 
-  it('refuses a user name alone and fragments', async () => {
+  it('refuses a user name alone, fragments and port 0', async () => {
     expect(await codeOf(validateUrl('https://user@93.184.215.14/', strict))).toBe('invalid_url');
     expect(await codeOf(validateUrl('https://93.184.215.14/#x', strict))).toBe('invalid_url');
+    expect(await codeOf(validateUrl('https://93.184.215.14:0/h', strict))).toBe('invalid_url');
+    expect(await validateUrl('https://93.184.215.14:8443/h', strict)).toBe('https://93.184.215.14:8443/h');
   });
 
   it('lets private targets through when the operator allows them', async () => {

@@ -130,6 +130,8 @@ export async function validateUrl(raw: string, policy: EndpointPolicy): Promise<
     throw apiError('invalid_url', { param, message: 'url must not contain credentials.' });
   }
   if (url.hash) throw apiError('invalid_url', { param, message: 'url must not contain a fragment.' });
+  // Port 0 names no service: nothing could ever answer there.
+  if (url.port === '0') throw apiError('invalid_url', { param, message: 'url must not use port 0.' });
   const host = hostOf(url);
   if (!policy.allowPrivate) {
     const notPublic = `url must point at a public host.${
