@@ -182,11 +182,12 @@ export function createHandler(deps: GatewayDeps) {
       return { init: decodeParams(route.method.input, { ...query, ...params }), json: {} as unknown };
     }
     // A route with a body takes its parameters there: one in the query would be silently lost.
-    for (const [k] of url.searchParams) {
+    const stray = url.search.length > 1 ? url.searchParams.keys().next().value : undefined;
+    if (stray !== undefined) {
       throw new DecodeError(
         'unknown_parameter',
-        k,
-        `Unknown query parameter: ${k.slice(0, 100)}. ${route.httpMethod} ${route.path} takes its parameters in the JSON body.`,
+        stray,
+        `Unknown query parameter: ${stray.slice(0, 100)}. ${route.httpMethod} ${route.path} takes its parameters in the JSON body.`,
       );
     }
     let raw: Buffer;
