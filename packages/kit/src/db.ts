@@ -16,6 +16,17 @@ export const bytea = customType<{ data: Uint8Array; driverData: Buffer }>({
 });
 
 export type Db = NodePgDatabase<Record<string, unknown>>;
+
+/**
+ * PostgreSQL chose the transaction as a deadlock victim (40P01) or could not serialize it
+ * (40001): it rolled back whole, and running it again is safe.
+ */
+export function isRetryableConflict(err: unknown): boolean {
+  for (let e = err as { code?: string; cause?: unknown } | undefined; e; e = e.cause as typeof e) {
+    if (e.code === '40P01' || e.code === '40001') return true;
+  }
+  return false;
+}
 /** Anything that can run a query: the pool-backed db or a transaction. */
 export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0] | Db;
 

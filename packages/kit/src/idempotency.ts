@@ -34,7 +34,7 @@ import { fieldFlags } from '@mcs/rest';
 import { sql } from 'drizzle-orm';
 import { boolean, index, type PgSchema, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
 import { CALLER_HEADERS, type Caller, type IdempotencyClaim } from './caller.ts';
-import { bytea, type Db, type Tx } from './db.ts';
+import { bytea, type Db, isRetryableConflict, type Tx } from './db.ts';
 import { encodeAnswer } from './encoded.ts';
 import type { Logger } from './log.ts';
 import { transaction } from './outbox.ts';
@@ -307,14 +307,6 @@ export function answerBytes(ctx: HandlerContext, message: Message): Uint8Array {
   return encodeAnswer(ctx.method.output, message);
 }
 
-/** PostgreSQL chose this transaction as a deadlock victim, or could not serialize it. */
-function isRetryable(err: unknown): boolean {
-  for (let e = err as { code?: string; cause?: unknown } | undefined; e; e = e.cause as typeof e) {
-    if (e.code === '40P01' || e.code === '40001') return true;
-  }
-  return false;
-}
-
 /**
  * A write in one transaction, once per idempotency key: `fn`'s effects, its answer and the key
  * commit together. The helper every non-create write handler goes through. A transaction that
@@ -344,7 +336,7 @@ export function writeKeyed<T extends Message>(
         try {
           return await once();
         } catch (err) {
-          if (attempt >= 3 || !isRetryable(err)) throw err;
+          if (attempt >= 3 || !isRetryableConflict(err)) throw err;
         }
       }
     },

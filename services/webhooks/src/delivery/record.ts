@@ -7,7 +7,7 @@
 // Every write is guarded by `attempts = number - 1 and status = 'pending'`: however many workers
 // attempt a delivery (a lease that ran out, a replica's poller), one record per attempt number
 // wins and the others change nothing.
-import { type Db, executeNamed, type Tx } from '@mcs/kit/db';
+import { type Db, executeNamed, isRetryableConflict, type Tx } from '@mcs/kit/db';
 import { newId } from '@mcs/kit/ids';
 import type { Logger } from '@mcs/kit/log';
 import { and, eq, isNull, lte, type SQL, sql } from 'drizzle-orm';
@@ -125,131 +125,145 @@ export async function recordAttempt(
   const next = new Date(now.getTime() + Math.max(schedule[a.run - 1] ?? 0, hold));
   const excerpt = excerptOf(result);
   const status = result.ok ? 'succeeded' : retriesLeft ? 'pending' : 'failed';
-  const out: Recorded = { transition: null, next: null, pausedUntil: null, queued: [] };
+  let out: Recorded = { transition: null, next: null, pausedUntil: null, queued: [] };
   let pending = false;
-  await db.transaction(async (tx) => {
-    const updated = await tx.execute(sql`
+  const record = () =>
+    db.transaction(async (tx) => {
+      const updated = await tx.execute(sql`
       update webhooks.deliveries
          set status = ${status}, attempts = ${a.number}, last_attempt_at = ${now},
              next_attempt_at = ${status === 'pending' ? next : null}
        where id = ${a.deliveryId} and attempts = ${a.number - 1} and status = 'pending'`);
-    const logAttempt = () =>
-      tx.execute(sql`
+      const logAttempt = () =>
+        tx.execute(sql`
         insert into webhooks.attempts (delivery_id, number, at, status_code, error, latency_ms, response_excerpt)
         values (${a.deliveryId}, ${a.number}, ${a.at}, ${result.statusCode}, ${result.error}, ${result.latencyMs},
                 ${excerpt})`);
-    if (updated.rowCount === 0) {
-      // Skipped while this attempt was in flight (its endpoint turned unhealthy, was disabled
-      // or deleted): the attempt still happened, so log it, and a success is a delivery. The
-      // endpoint's health is not touched by a straggler. Otherwise another worker recorded
-      // this attempt number first; keep the first record.
-      const straggler = await tx.execute(sql`
+      if (updated.rowCount === 0) {
+        // Skipped while this attempt was in flight (its endpoint turned unhealthy, was disabled
+        // or deleted): the attempt still happened, so log it, and a success is a delivery. The
+        // endpoint's health is not touched by a straggler. Otherwise another worker recorded
+        // this attempt number first; keep the first record.
+        const straggler = await tx.execute(sql`
         update webhooks.deliveries
            set status = ${result.ok ? 'succeeded' : 'skipped'}, attempts = ${a.number}, last_attempt_at = ${now}
          where id = ${a.deliveryId} and attempts = ${a.number - 1} and status = 'skipped'`);
-      if (straggler.rowCount !== 0) await logAttempt();
-      return;
-    }
-    pending = status === 'pending';
-    await logAttempt();
-    if (result.ok) {
-      await tx.execute(sql`
+        if (straggler.rowCount !== 0) await logAttempt();
+        return;
+      }
+      pending = status === 'pending';
+      await logAttempt();
+      if (result.ok) {
+        await tx.execute(sql`
         update webhooks.endpoints set failing_since = null, last_error = null, warned_at = null
          where id = ${a.endpointId} and failing_since is not null`);
-      return;
-    }
-    if (result.statusCode === 410) {
-      // Gone: disabled at once (unless the endpoint opted out), no more retries.
-      const [gone] = await tx
-        .update(endpoints)
-        .set({
-          status: 'disabled',
-          disabledReason: 'gone',
-          failingSince: sql`coalesce(${endpoints.failingSince}, ${a.at})`,
-          lastError: result.error,
-          updatedAt: now,
-        })
-        .where(
-          and(
-            eq(endpoints.id, a.endpointId),
-            eq(endpoints.status, 'enabled'),
-            eq(endpoints.disableOnGone, true),
-          ),
-        )
-        .returning();
-      if (gone) {
-        pending = false;
-        out.transition = 'gone';
-        await tx.execute(sql`
+        return;
+      }
+      if (result.statusCode === 410) {
+        // Gone: disabled at once (unless the endpoint opted out), no more retries.
+        const [gone] = await tx
+          .update(endpoints)
+          .set({
+            status: 'disabled',
+            disabledReason: 'gone',
+            failingSince: sql`coalesce(${endpoints.failingSince}, ${a.at})`,
+            lastError: result.error,
+            updatedAt: now,
+          })
+          .where(
+            and(
+              eq(endpoints.id, a.endpointId),
+              eq(endpoints.status, 'enabled'),
+              eq(endpoints.disableOnGone, true),
+            ),
+          )
+          .returning();
+        if (gone) {
+          pending = false;
+          out.transition = 'gone';
+          await tx.execute(sql`
           update webhooks.deliveries
              set status = case when id = ${a.deliveryId} then 'failed' else 'skipped' end, next_attempt_at = null
            where endpoint_id = ${a.endpointId} and status = 'pending'`);
-        await notify(tx, GONE_KIND, gone, noticeOf(gone, a, result.error), now);
-        out.queued = await recordEndpointEvent(tx, 'disabled', gone, policy.leaseMs, now);
-        return;
+          await notify(tx, GONE_KIND, gone, noticeOf(gone, a, result.error), now);
+          out.queued = await recordEndpointEvent(tx, 'disabled', gone, policy.leaseMs, now);
+          return;
+        }
       }
-    }
-    // Touch the endpoint row only when its health detail changes: a failing endpoint repeats
-    // the same error, and rewriting its row on every attempt would serialize them on its lock.
-    await tx.execute(sql`
+      // Touch the endpoint row only when its health detail changes: a failing endpoint repeats
+      // the same error, and rewriting its row on every attempt would serialize them on its lock.
+      await tx.execute(sql`
       update webhooks.endpoints set failing_since = coalesce(failing_since, ${a.at}), last_error = ${result.error}
        where id = ${a.endpointId}
          and (failing_since is null or last_error is distinct from ${result.error})`);
-    if (pausedUntil) {
-      // Retry-After: the endpoint's other pending deliveries wait too (their in-memory copies,
-      // anywhere, lose their lease), and fan-out schedules new ones there.
-      await tx.execute(sql`
+      if (pausedUntil) {
+        // Retry-After: the endpoint's other pending deliveries wait too (their in-memory copies,
+        // anywhere, lose their lease), and fan-out schedules new ones there.
+        await tx.execute(sql`
         with p as (
           update webhooks.endpoints set paused_until = greatest(paused_until, ${pausedUntil}::timestamptz)
            where id = ${a.endpointId} returning id)
         update webhooks.deliveries set next_attempt_at = ${pausedUntil}::timestamptz
          where endpoint_id = (select id from p) and status = 'pending' and id <> ${a.deliveryId}
            and next_attempt_at < ${pausedUntil}::timestamptz`);
-      out.pausedUntil = pausedUntil;
-    }
-    if (status === 'pending') {
-      // The early warning: once per failing stretch, while retries are left.
-      const cutoff = new Date(now.getTime() - policy.warnAfterMs);
-      const half = halfRetriesSpent(a.run, schedule.length);
-      const [warned] = await tx
-        .update(endpoints)
-        .set({ warnedAt: now })
-        .where(
-          and(
-            eq(endpoints.id, a.endpointId),
-            eq(endpoints.status, 'enabled'),
-            isNull(endpoints.warnedAt),
-            half ? undefined : lte(endpoints.failingSince, cutoff),
-          ),
-        )
-        .returning();
-      if (warned) {
-        out.transition = 'warned';
-        await notify(tx, FAILING_KIND, warned, noticeOf(warned, a, result.error), now);
+        out.pausedUntil = pausedUntil;
       }
-      return;
-    }
-    // The last retry failed: the endpoint turns unhealthy, its other deliveries stop, and one
-    // notification is written for this transition (the mailer sends it).
-    const [ep] = await tx
-      .update(endpoints)
-      .set({
-        status: 'unhealthy',
-        updatedAt: now,
-        // auto_recover: the first probe (delivery/prober.ts).
-        probes: 0,
-        probeAt: sql`case when ${endpoints.autoRecover} then ${new Date(now.getTime() + (policy.probeMs ?? 300_000))}::timestamptz end`,
-      })
-      .where(and(eq(endpoints.id, a.endpointId), eq(endpoints.status, 'enabled')))
-      .returning();
-    if (!ep) return;
-    out.transition = 'unhealthy';
-    await tx.execute(sql`
+      if (status === 'pending') {
+        // The early warning: once per failing stretch, while retries are left.
+        const cutoff = new Date(now.getTime() - policy.warnAfterMs);
+        const half = halfRetriesSpent(a.run, schedule.length);
+        const [warned] = await tx
+          .update(endpoints)
+          .set({ warnedAt: now })
+          .where(
+            and(
+              eq(endpoints.id, a.endpointId),
+              eq(endpoints.status, 'enabled'),
+              isNull(endpoints.warnedAt),
+              half ? undefined : lte(endpoints.failingSince, cutoff),
+            ),
+          )
+          .returning();
+        if (warned) {
+          out.transition = 'warned';
+          await notify(tx, FAILING_KIND, warned, noticeOf(warned, a, result.error), now);
+        }
+        return;
+      }
+      // The last retry failed: the endpoint turns unhealthy, its other deliveries stop, and one
+      // notification is written for this transition (the mailer sends it).
+      const [ep] = await tx
+        .update(endpoints)
+        .set({
+          status: 'unhealthy',
+          updatedAt: now,
+          // auto_recover: the first probe (delivery/prober.ts).
+          probes: 0,
+          probeAt: sql`case when ${endpoints.autoRecover} then ${new Date(now.getTime() + (policy.probeMs ?? 300_000))}::timestamptz end`,
+        })
+        .where(and(eq(endpoints.id, a.endpointId), eq(endpoints.status, 'enabled')))
+        .returning();
+      if (!ep) return;
+      out.transition = 'unhealthy';
+      await tx.execute(sql`
       update webhooks.deliveries set status = 'skipped', next_attempt_at = null
        where endpoint_id = ${a.endpointId} and status = 'pending'`);
-    await notify(tx, UNHEALTHY_KIND, ep, noticeOf(ep, a, result.error), now);
-    out.queued = await recordEndpointEvent(tx, 'unhealthy', ep, policy.leaseMs, now);
-  });
+      await notify(tx, UNHEALTHY_KIND, ep, noticeOf(ep, a, result.error), now);
+      out.queued = await recordEndpointEvent(tx, 'unhealthy', ep, policy.leaseMs, now);
+    });
+  // A deadlock victim (the API disabling or updating the endpoint, which locks the endpoint and
+  // then its deliveries, while this locks the delivery and then the endpoint) rolled back whole:
+  // run it again rather than leave the attempt unrecorded and its delivery to be sent again.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await record();
+      break;
+    } catch (err) {
+      if (attempt >= 3 || !isRetryableConflict(err)) throw err;
+      out = { transition: null, next: null, pausedUntil: null, queued: [] };
+      pending = false;
+    }
+  }
   out.next = pending ? next : null;
   return out;
 }
