@@ -12,6 +12,16 @@ interface Owned {
 }
 
 /** Rows of the caller's account and mode: every query of a service goes through here. */
+/**
+ * The time of a change to a row whose last change was at `previous`, taken once the row is
+ * locked: now, or a millisecond after `previous` should the clock say otherwise. Read before the
+ * lock, a change that waited for it could carry an earlier time than the change it waited for,
+ * and `updated_at` (and the event that copies it) would not follow the order of commits.
+ */
+export function changedAt(previous: Date, now: Date = new Date()): Date {
+  return now.getTime() > previous.getTime() ? now : new Date(previous.getTime() + 1);
+}
+
 export function ownedBy(t: Owned, caller: Caller, ...more: Array<SQL | undefined>): SQL {
   return and(eq(t.accountId, caller.accountId), eq(t.livemode, caller.livemode), ...more)!;
 }

@@ -25,7 +25,13 @@ export {
   privatePort,
   privatePostgres,
 } from './servers.ts';
-export { apiErrorOf, freshDatabase, grpcClient, type MigratedDatabase } from './service.ts';
+export {
+  apiErrorOf,
+  freshDatabase,
+  grpcClient,
+  type MigratedDatabase,
+  secondWaitsForFirst,
+} from './service.ts';
 export { parseMail, type ReceivedMail, type SmtpServer, startSmtpServer } from './smtp.ts';
 export {
   type AccountKeys,

@@ -11,9 +11,10 @@ import {
 } from '@bufbuild/protobuf';
 import { ConnectError } from '@connectrpc/connect';
 import * as grpc from '@grpc/grpc-js';
-import { createDatabase, type Database } from '@mcs/kit/db';
+import { createDatabase, type Database, type Tx } from '@mcs/kit/db';
 import { api } from '@mcs/proto';
 import { createTestDatabase } from './db.ts';
+import { until } from './until.ts';
 
 export interface MigratedDatabase extends Database {
   url: string;
@@ -41,6 +42,43 @@ export async function freshDatabase(
       await testDb.drop();
     },
   };
+}
+
+/**
+ * Two writers of one row, in order: `first` runs in a transaction that stays open until `second`
+ * (in another) is seen waiting for a lock, then commits; answers both results. For checking what
+ * a change that waited for a row's lock does after the change it waited for.
+ */
+export async function secondWaitsForFirst<A, B>(
+  db: Database,
+  first: (tx: Tx) => Promise<A>,
+  second: (tx: Tx) => Promise<B>,
+): Promise<[A, B]> {
+  let commit!: () => void;
+  const held = new Promise<void>((resolve) => {
+    commit = resolve;
+  });
+  let locked!: () => void;
+  const isLocked = new Promise<void>((resolve) => {
+    locked = resolve;
+  });
+  const a = db.db.transaction(async (tx) => {
+    const out = await first(tx);
+    locked();
+    await held;
+    return out;
+  });
+  // Should `first` fail before it holds anything, say so rather than wait for ever.
+  await Promise.race([isLocked, a]);
+  const b = db.db.transaction((tx) => second(tx));
+  await until('the second writer waiting for a lock', async () => {
+    const { rows } = await db.pool.query<{ n: number }>(
+      "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'",
+    );
+    return rows[0]!.n > 0;
+  });
+  commit();
+  return [await a, await b];
 }
 
 /** Awaits `p`, expecting a ConnectError; returns the catalog code and param it carries. */

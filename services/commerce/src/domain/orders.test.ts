@@ -3,7 +3,7 @@ import type { Caller } from '@mcs/kit/caller';
 import { createKeyStore, KeyTaken } from '@mcs/kit/idempotency';
 import type { NewEvent } from '@mcs/kit/outbox';
 import { commerce, events } from '@mcs/proto';
-import { apiErrorOf, freshDatabase, type MigratedDatabase } from '@mcs/testkit';
+import { apiErrorOf, freshDatabase, type MigratedDatabase, secondWaitsForFirst } from '@mcs/testkit';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrateCommerce } from '../db/migrate.ts';
@@ -349,5 +349,19 @@ describe('the order life cycle', () => {
     expect(await ids('cancelled')).toEqual([a.id]);
     expect(await ids('pending')).toEqual([b.id]);
     expect(await ids('paid')).toEqual([]);
+  });
+});
+
+describe('concurrent transitions', () => {
+  it('stamps a transition that waited for the order later than the one it waited for', async () => {
+    const { order } = await db.db.transaction((tx) => createOrder(tx, caller, good, clock()));
+    const ahead = new Date(Date.now() + 60_000);
+    const [paid, fulfilled] = await secondWaitsForFirst(
+      db,
+      (tx) => transitionOrder(tx, caller, order.id, 'pay', ahead),
+      (tx) => transitionOrder(tx, caller, order.id, 'fulfill'),
+    );
+    expect([paid.status, fulfilled.status]).toEqual(['paid', 'fulfilled']);
+    expect(fulfilled.updatedAt.getTime()).toBeGreaterThan(paid.updatedAt.getTime());
   });
 });

@@ -5,7 +5,7 @@ import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
 import { isId, newId } from '@mcs/kit/ids';
 import { type CreateSidecar, insertOnce, type WrittenEvent } from '@mcs/kit/insert-once';
-import { ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
+import { changedAt, ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
 import { requireCurrency, requireInteger, requirePhone, requireText } from '@mcs/kit/validate';
 import { desc, eq, lt, sql } from 'drizzle-orm';
 import { type OrderItemRow, orders, outbox } from '../db/schema.ts';
@@ -234,7 +234,7 @@ export async function transitionOrder(
   caller: Caller,
   id: string,
   transition: OrderTransition,
-  now = new Date(),
+  now?: Date,
 ): Promise<Order> {
   const current = await lockOrder(tx, caller, id);
   if (!current) throw missing(id);
@@ -243,7 +243,7 @@ export async function transitionOrder(
   const [row] = await tx
     .update(orders)
     // Its order.updated is the order's next version (schema.ts `version`).
-    .set({ status: to, updatedAt: now, version: sql`${orders.version} + 1` })
+    .set({ status: to, updatedAt: changedAt(current.updatedAt, now), version: sql`${orders.version} + 1` })
     .where(eq(orders.id, current.id))
     .returning();
   return row as Order;

@@ -6,7 +6,7 @@ import { apiError } from '@mcs/errors';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
 import { isId, newId } from '@mcs/kit/ids';
-import { ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
+import { changedAt, ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
 import { optionalText, requireInteger, requireText } from '@mcs/kit/validate';
 import { desc, eq, lt, sql } from 'drizzle-orm';
 import { payments } from '../db/schema.ts';
@@ -135,7 +135,7 @@ export async function settlePayment(
   caller: Caller,
   id: string,
   outcomeOf: (payment: Payment) => PaymentOutcome,
-  now = new Date(),
+  now?: Date,
 ): Promise<{ payment: Payment; order: Order | undefined }> {
   // Payment first, then its order: every path that locks both takes them in this order.
   if (!isId('pay', id)) throw missing(id);
@@ -151,16 +151,17 @@ export async function settlePayment(
       message: `Payment ${id} cannot go from ${current.status} to ${outcome.status}: only pending payments settle.`,
     });
   }
+  const at = changedAt(current.updatedAt, now);
   const order =
     outcome.status === 'succeeded'
-      ? await transitionOrder(tx, caller, current.orderId, 'pay', now)
+      ? await transitionOrder(tx, caller, current.orderId, 'pay', at)
       : undefined;
   const [row] = await tx
     .update(payments)
     .set({
       status: outcome.status,
       failureMessage: outcome.status === 'failed' ? outcome.failureMessage : null,
-      updatedAt: now,
+      updatedAt: at,
       // Its payment.completed or payment.failed is the payment's next version (schema.ts `version`).
       version: sql`${payments.version} + 1`,
     })

@@ -1,5 +1,5 @@
 import type { Caller } from '@mcs/kit/caller';
-import { apiErrorOf, freshDatabase, type MigratedDatabase } from '@mcs/testkit';
+import { apiErrorOf, freshDatabase, type MigratedDatabase, secondWaitsForFirst } from '@mcs/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrateCommerce } from '../db/migrate.ts';
 import {
@@ -139,5 +139,21 @@ describe('ids and paging', () => {
     }
     expect((await listProducts(db.db, caller, { limit: undefined })).data.length).toBeLessThanOrEqual(10);
     expect((await productsById(db.db, caller, ['prod_\u0000', 'nope'])).size).toBe(0);
+  });
+});
+
+describe('concurrent changes', () => {
+  it('stamps a change that waited for the row later than the change it waited for', async () => {
+    const { product: p } = await create(caller);
+    // The first change is stamped a minute ahead and holds the row while the second waits: the
+    // second commits after it, so its updated_at (and its event's time) must be later.
+    const ahead = new Date(Date.now() + 60_000);
+    const [a, b] = await secondWaitsForFirst(
+      db,
+      (tx) => updateProduct(tx, caller, p.id, { price: 1 }, ahead),
+      (tx) => updateProduct(tx, caller, p.id, { price: 2 }),
+    );
+    expect(b.product.version).toBe(a.product.version + 1);
+    expect(b.product.updatedAt.getTime()).toBeGreaterThan(a.product.updatedAt.getTime());
   });
 });

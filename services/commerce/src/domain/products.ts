@@ -5,7 +5,7 @@ import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
 import { isId, newId } from '@mcs/kit/ids';
 import { type CreateSidecar, insertOnce, type WrittenEvent } from '@mcs/kit/insert-once';
-import { ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
+import { changedAt, ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
 import { optionalText, requireCurrency, requireInteger, requireText } from '@mcs/kit/validate';
 import { desc, eq, inArray, lt, sql } from 'drizzle-orm';
 import { outbox, products } from '../db/schema.ts';
@@ -98,7 +98,7 @@ export async function updateProduct(
   caller: Caller,
   id: string,
   input: UpdateProductInput,
-  now = new Date(),
+  now?: Date,
 ): Promise<{ product: Product; changed: boolean }> {
   const patch: Partial<Pick<Product, 'name' | 'description' | 'price' | 'active'>> = {};
   if (input.name !== undefined) patch.name = requireText(input.name, 'name', MAX_NAME);
@@ -120,14 +120,14 @@ export async function updateProduct(
   const [row] = await tx
     .update(products)
     // Its product.updated is the product's next version (schema.ts `version`).
-    .set({ ...patch, updatedAt: now, version: sql`${products.version} + 1` })
+    .set({ ...patch, updatedAt: changedAt(current.updatedAt, now), version: sql`${products.version} + 1` })
     .where(eq(products.id, current.id))
     .returning();
   return { product: row!, changed: true };
 }
 
 /** The soft delete: the product stays readable, but new orders cannot use it. */
-export function archiveProduct(tx: Tx, caller: Caller, id: string, now = new Date()) {
+export function archiveProduct(tx: Tx, caller: Caller, id: string, now?: Date) {
   return updateProduct(tx, caller, id, { active: false }, now);
 }
 

@@ -6,7 +6,7 @@ import { apiError } from '@mcs/errors';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
 import { isId, newId } from '@mcs/kit/ids';
-import { ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
+import { changedAt, ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
 import { requirePhone, requireText } from '@mcs/kit/validate';
 import { desc, eq, lt } from 'drizzle-orm';
 import { conversations } from '../db/schema.ts';
@@ -159,7 +159,7 @@ export async function closeConversation(
   tx: Tx,
   caller: Caller,
   id: string,
-  now = new Date(),
+  now?: Date,
 ): Promise<Conversation> {
   if (!isId('conv', id)) throw missing(id);
   const [current] = (await tx
@@ -173,9 +173,10 @@ export async function closeConversation(
       message: `Conversation ${id} cannot go from ${current.status} to closed: only open conversations close.`,
     });
   }
+  const at = changedAt(current.updatedAt, now);
   const [row] = await tx
     .update(conversations)
-    .set({ status: 'closed', updatedAt: now, closedAt: now })
+    .set({ status: 'closed', updatedAt: at, closedAt: at })
     .where(eq(conversations.id, current.id))
     .returning();
   return row as Conversation;

@@ -42,11 +42,13 @@ export async function sendMessage(
   caller: Caller,
   input: { conversation?: string | undefined; text?: string | undefined },
   channel: Channel,
-  now = new Date(),
+  at?: Date,
 ): Promise<Message> {
   // The conversation before the text: a conversation that is not the caller's is 404 whatever the body.
   const conversation = await openConversation(tx, caller, input.conversation ?? '', 'conversation');
   const text = validateText(input.text);
+  // Read once the conversation is share-locked: a close waiting for this message takes a later time.
+  const now = at ?? new Date();
   const id = newId('msg', now.getTime());
   const [row] = await tx
     .insert(messages)
@@ -97,11 +99,11 @@ export async function receiveMessage(
   conversationId: string,
   inbound: InboundMessage,
   channel: Channel,
-  now = new Date(),
+  now?: Date,
 ): Promise<{ message: Message; created: boolean }> {
   const conversation = await openConversation(tx, caller, conversationId, 'conversation');
   validateText(inbound.text);
-  return recordInbound(tx, caller, conversation, inbound, channel, now);
+  return recordInbound(tx, caller, conversation, inbound, channel, now ?? new Date());
 }
 
 /** Test helper: the conversation's customer writes `text` through the sandbox channel. */
@@ -110,7 +112,7 @@ export async function receiveTestMessage(
   caller: Caller,
   input: { conversation?: string | undefined; text?: string | undefined },
   sandbox: SandboxChannel,
-  now = new Date(),
+  now?: Date,
 ): Promise<{ message: Message; created: boolean }> {
   if (caller.livemode) throw apiError('test_mode_only');
   const conversation = await openConversation(tx, caller, input.conversation ?? '', 'conversation');
@@ -121,7 +123,7 @@ export async function receiveTestMessage(
     conversation,
     sandbox.receive(conversation.customerPhone, text),
     sandbox,
-    now,
+    now ?? new Date(),
   );
 }
 
