@@ -533,13 +533,24 @@ describe('sign-in throttling per address', () => {
   it('refuses an address after its failures in a window, until the window ends', () => {
     let now = 1_000_000;
     const t = createAddressThrottle(() => now);
-    for (let i = 0; i < ADDRESS_FAILURES - 1; i++) t.fail('203.0.113.5');
-    expect(t.wait('203.0.113.5')).toBe(0);
-    t.fail('203.0.113.5');
-    expect(t.wait('203.0.113.5')).toBe(15 * 60);
-    expect(t.wait('198.51.100.1')).toBe(0);
+    for (let i = 0; i < ADDRESS_FAILURES; i++) expect(t.take('203.0.113.5')).toBe(0);
+    expect(t.take('203.0.113.5')).toBe(15 * 60);
+    expect(t.take('198.51.100.1')).toBe(0);
     now += 15 * 60_000;
-    expect(t.wait('203.0.113.5')).toBe(0);
+    expect(t.take('203.0.113.5')).toBe(0);
+  });
+
+  it('counts attempts as they start, so parallel ones cannot pass together; what did not fail is given back', () => {
+    const t = createAddressThrottle(() => 1_000_000);
+    // A burst: every attempt is taken before any is checked.
+    const admitted = Array.from({ length: 100 }, () => t.take('203.0.113.7')).filter((w) => w === 0);
+    expect(admitted).toHaveLength(ADDRESS_FAILURES);
+    // Sign-ins that succeed give their attempt back.
+    const ok = createAddressThrottle(() => 1_000_000);
+    for (let i = 0; i < ADDRESS_FAILURES * 3; i++) {
+      expect(ok.take('198.51.100.9')).toBe(0);
+      ok.giveBack('198.51.100.9');
+    }
   });
 });
 

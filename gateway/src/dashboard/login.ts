@@ -15,21 +15,31 @@ import { BASE, html, layout, SETTINGS } from './views.ts';
 export const ADDRESS_FAILURES = 20;
 const WINDOW_MS = 15 * 60_000;
 
-/** Failed sign-ins per client address, in fixed windows (per gateway replica). */
+/**
+ * Failed sign-ins per client address, in fixed windows (per gateway replica). An attempt is
+ * counted when it starts, before its credentials are checked (which takes a while: scrypt, a
+ * call), and given back when it did not fail: counted only at its end, a burst of parallel
+ * attempts would each find the address below its limit and all be checked.
+ */
 export function createAddressThrottle(now: () => number = Date.now) {
   const failures = new Map<string, { count: number; until: number }>();
   return {
-    /** Seconds to wait before this address may try again, or 0. */
-    wait(address: string): number {
+    /** Counts an attempt from `address`; or, over its limit, the seconds to wait (not counted). */
+    take(address: string): number {
       const f = failures.get(address);
-      if (!f || f.until <= now()) return 0;
-      return f.count >= ADDRESS_FAILURES ? Math.ceil((f.until - now()) / 1000) : 0;
-    },
-    fail(address: string): void {
+      if (f && f.until > now()) {
+        if (f.count >= ADDRESS_FAILURES) return Math.ceil((f.until - now()) / 1000);
+        f.count++;
+        return 0;
+      }
       if (failures.size > 100_000) failures.clear();
+      failures.set(address, { count: 1, until: now() + WINDOW_MS });
+      return 0;
+    },
+    /** Gives back an attempt that did not fail (signed in, or refused before any check). */
+    giveBack(address: string): void {
       const f = failures.get(address);
-      if (!f || f.until <= now()) failures.set(address, { count: 1, until: now() + WINDOW_MS });
-      else f.count++;
+      if (f && f.until > now() && f.count > 0) f.count--;
     },
   };
 }
@@ -74,10 +84,10 @@ export function loginRoutes(kit: Kit): RouteDef[] {
     const requestId = String(res.getHeader('request-id') ?? '');
     const email = (form.get('email') ?? '').trim();
     const refuse = (status: number, error: string, failed = true) => {
-      if (failed) throttle.fail(address);
+      if (!failed) throttle.giveBack(address);
       send(res, status, loginPage({ error, ...(form.has('key') ? {} : { email }) }));
     };
-    const wait = throttle.wait(address);
+    const wait = throttle.take(address);
     if (wait > 0) {
       return send(
         res,
@@ -107,6 +117,7 @@ export function loginRoutes(kit: Kit): RouteDef[] {
         return refuse(503, kit.explain(err, requestId, 'The key could not be checked right now'), false);
       }
       if (!principal.secret) return refuse(403, publishable);
+      throttle.giveBack(address);
       return startSession(req, res, {
         accountId: principal.accountId,
         livemode: principal.livemode,
@@ -118,6 +129,7 @@ export function loginRoutes(kit: Kit): RouteDef[] {
     if (!email || !password) return refuse(400, 'Enter your e-mail address and your password.', false);
     try {
       const who = await deps.accounts.authenticateOwner({ email, password }, { timeoutMs: 15_000 });
+      throttle.giveBack(address);
       // Owners start in test mode; the switch in the header changes it.
       return startSession(req, res, { accountId: who.accountId, livemode: false, keyId: null });
     } catch (err) {
@@ -127,6 +139,7 @@ export function loginRoutes(kit: Kit): RouteDef[] {
         return refuse(401, 'The e-mail address or the password is not right.');
       }
       if (code === 'login_throttled') {
+        throttle.giveBack(address); // the account's throttle answered: nothing was checked
         const seconds = /(\d+) seconds/.exec(message)?.[1];
         return send(
           res,
