@@ -126,7 +126,7 @@ const accountsTransport = createRouterTransport((router) =>
     authenticateOwner(req) {
       if (req.email === 'locked@example.com') {
         throw apiError('login_throttled', {
-          message: 'Too many failed sign-ins for this account. Try again in 42 seconds.',
+          message: 'Too many failed sign-ins with this e-mail address. Try again in 42 seconds.',
         });
       }
       if (req.email === 'owner@example.com' && req.password === OWNER_PASSWORD)

@@ -1,5 +1,5 @@
 // Signing in and out, and the test/live switch. Owners sign in with e-mail and password (checked
-// by the accounts service, which also throttles each account); anyone with a secret API key can
+// by the accounts service, which also throttles each e-mail address); anyone with a secret API key can
 // sign in with it, for automation, to that key's mode. Failed sign-ins are also throttled per
 // client address here, so one address cannot try many accounts.
 import type { IncomingMessage } from 'node:http';

@@ -7,6 +7,7 @@ import type { Logger } from '@mcs/kit/log';
 import { connectNats, keyRevocationSubject } from '@mcs/kit/nats';
 import { errorLogger, type StartedPart, startConnectServer } from '@mcs/kit/server';
 import { migrateAccounts } from './db/migrate.ts';
+import { sweepSignInFailures } from './domain/owners.ts';
 import type { Env } from './env.ts';
 import { routes } from './routes.ts';
 
@@ -23,7 +24,17 @@ export async function startAccounts(env: Env, log: Logger): Promise<StartedPart>
     health: { dependencies: [databaseDependency(database.pool), natsDependency(nc)] },
   });
   log.info({ port: server.port }, 'accounts listening');
+  // Sign-in throttling forgets addresses nobody tried for a day (domain/owners.ts).
+  const sweep = () =>
+    void sweepSignInFailures(database.db).then(
+      (n) => n > 0 && log.debug({ removed: n }, 'idle sign-in throttle rows removed'),
+      (err) => log.warn({ err: (err as Error).message }, 'sign-in throttle sweep failed'),
+    );
+  sweep();
+  const sweeper = setInterval(sweep, 3_600_000);
+  sweeper.unref();
   const stop = async () => {
+    clearInterval(sweeper);
     await server.close();
     await nc.drain();
     await database.close();

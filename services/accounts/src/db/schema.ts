@@ -15,10 +15,6 @@ export const accounts = accountsSchema.table(
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull(),
     /** The owner's dashboard password as a scrypt hash (domain/passwords.ts); null: none set. */
     passwordHash: text('password_hash'),
-    /** Failed password sign-ins in a row; reset by a successful one. */
-    failedLogins: integer('failed_logins').notNull().default(0),
-    /** Password sign-in refused until then (throttling after repeated failures). */
-    loginBlockedUntil: timestamp('login_blocked_until', { withTimezone: true, mode: 'date' }),
   },
   (t) => [
     // Sign-in looks an owner up by e-mail: one account per address may have a password.
@@ -55,4 +51,23 @@ export const apiKeys = accountsSchema.table(
     index('api_keys_account_idx').on(t.accountId, t.id),
     check('api_keys_kind_check', sql`${t.kind} in ('secret', 'publishable')`),
   ],
+);
+
+/**
+ * Password sign-in throttling per e-mail address (domain/owners.ts), kept for any address tried,
+ * whether an owner has it or not: the throttle answers alike for both, so it tells nobody which
+ * addresses have owners. A row goes with a successful sign-in; rows idle a day are swept.
+ */
+export const signInFailures = accountsSchema.table(
+  'sign_in_failures',
+  {
+    /** The address as tried, trimmed and lower-cased. */
+    email: text('email').primaryKey(),
+    /** Attempts in a row not (yet) known to have succeeded: counted when each starts. */
+    failures: integer('failures').notNull(),
+    /** Sign-in with this address refused until then. */
+    blockedUntil: timestamp('blocked_until', { withTimezone: true, mode: 'date' }),
+    lastAt: timestamp('last_at', { withTimezone: true, mode: 'date' }).notNull(),
+  },
+  (t) => [index('sign_in_failures_last_at_idx').on(t.lastAt)],
 );

@@ -12,11 +12,8 @@ import { generateKey, hashKey, type KeyKind, parseKey } from './keys.ts';
 import { isOwnerEmailTaken } from './owners.ts';
 import { checkPasswordRules, hashPassword } from './passwords.ts';
 
-/** An account as it may be shown: without its password hash and sign-in throttling state. */
-export type Account = Omit<
-  typeof accounts.$inferSelect,
-  'passwordHash' | 'failedLogins' | 'loginBlockedUntil'
->;
+/** An account as it may be shown: without its password hash. */
+export type Account = Omit<typeof accounts.$inferSelect, 'passwordHash'>;
 /** A key as it may be shown: everything but the hash. */
 export type ApiKey = Omit<typeof apiKeys.$inferSelect, 'keyHash' | 'kind'> & { kind: KeyKind };
 /** A key just made: the only moment its plain text exists. */

@@ -2,9 +2,15 @@ import { apiErrorOf, freshDatabase, type MigratedDatabase } from '@mcs/testkit';
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrateAccounts } from '../db/migrate.ts';
-import { accounts } from '../db/schema.ts';
+import { accounts, signInFailures } from '../db/schema.ts';
 import { authenticateKey, createAccount, listApiKeys } from './accounts.ts';
-import { authenticateOwner, blockAfter, FREE_FAILURES, setOwnerPassword } from './owners.ts';
+import {
+  authenticateOwner,
+  blockAfter,
+  FREE_FAILURES,
+  setOwnerPassword,
+  sweepSignInFailures,
+} from './owners.ts';
 import { hashPassword, verifyPassword } from './passwords.ts';
 
 let database: MigratedDatabase;
@@ -92,10 +98,63 @@ describe('owner sign-in', () => {
       later,
     );
     expect(who.accountId).toBe(made.account.id);
-    const [row] = await database.db.select().from(accounts).where(eq(accounts.id, made.account.id));
-    expect(row).toMatchObject({ failedLogins: 0, loginBlockedUntil: null });
+    const rows = await database.db
+      .select()
+      .from(signInFailures)
+      .where(eq(signInFailures.email, 'guessed@example.com'));
+    expect(rows).toEqual([]);
     expect(blockAfter(FREE_FAILURES + 1)).toBe(2 * blockAfter(FREE_FAILURES));
     expect(blockAfter(FREE_FAILURES + 30)).toBe(15 * 60_000);
+  });
+
+  it('counts attempts as they start: of parallel guesses only the free ones are checked', async () => {
+    await create({ email: 'raced@example.com', password: PASSWORD });
+    const t0 = new Date('2031-01-01T00:00:00Z');
+    const codes = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        apiErrorOf(
+          authenticateOwner(
+            database.db,
+            { email: 'Raced@example.com ', password: i === 11 ? PASSWORD : `guess ${i}` },
+            t0,
+          ),
+        ).then(
+          (e) => e.code,
+          () => 'signed in',
+        ),
+      ),
+    );
+    // Counted before any check: FREE_FAILURES attempts go through, the rest are throttled
+    // unchecked (the right password among them too, unless it was among the first).
+    expect(codes.filter((c) => c !== 'login_throttled')).toHaveLength(FREE_FAILURES);
+    expect(codes.filter((c) => c === 'login_throttled')).toHaveLength(12 - FREE_FAILURES);
+  });
+
+  it("throttles an address nobody owns exactly like an owner's, so the throttle tells nothing", async () => {
+    await create({ email: 'owner-x@example.com', password: PASSWORD });
+    const t0 = new Date('2032-01-01T00:00:00Z');
+    const answers = async (email: string) => {
+      const out: string[] = [];
+      for (let i = 0; i <= FREE_FAILURES; i++) {
+        const e = await apiErrorOf(authenticateOwner(database.db, { email, password: 'wrong password' }, t0));
+        out.push(`${e.code}: ${e.err.rawMessage}`);
+      }
+      return out;
+    };
+    const owner = await answers('owner-x@example.com');
+    expect(await answers('nobody-x@example.com')).toEqual(owner);
+    expect(owner.at(-1)).toMatch(/^login_throttled: Too many failed sign-ins with this e-mail address/);
+  });
+
+  it('forgets addresses idle a day', async () => {
+    const t0 = new Date('2033-01-01T00:00:00Z');
+    await apiErrorOf(authenticateOwner(database.db, { email: 'idle@example.com', password: 'x' }, t0));
+    const idle = () =>
+      database.db.select().from(signInFailures).where(eq(signInFailures.email, 'idle@example.com'));
+    await sweepSignInFailures(database.db, new Date(t0.getTime() + 3_600_000));
+    expect(await idle()).toHaveLength(1);
+    await sweepSignInFailures(database.db, new Date(t0.getTime() + 25 * 3_600_000));
+    expect(await idle()).toEqual([]);
   });
 
   it('sets a password on an existing account', async () => {

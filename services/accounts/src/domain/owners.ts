@@ -1,12 +1,15 @@
 // Owner sign-in for the dashboard: an account's e-mail address and password. Throttling per
-// account: after FREE_FAILURES failed sign-ins in a row, each further one blocks sign-in for
-// twice as long as the one before (30 s, 1 min, 2 min … up to 15 min); a blocked account answers
-// login_throttled without the password even being checked, so guessing gains nothing while
-// blocked. A successful sign-in resets the count. (The gateway throttles per network address.)
+// e-mail address, whether an owner has it or not (so the throttle tells nobody which addresses
+// have owners): after FREE_FAILURES failed sign-ins in a row, each further one blocks sign-in for
+// twice as long as the one before (30 s, 1 min, 2 min … up to 15 min); a blocked address
+// answers login_throttled without the password even being checked, so guessing gains nothing
+// while blocked. An attempt is counted when it starts, before the (slow) password check, so
+// parallel guesses cannot each find the count from before the others; a successful sign-in
+// clears it. (The gateway throttles per network address as well.)
 import { apiError } from '@mcs/errors';
 import type { Tx } from '@mcs/kit/db';
-import { and, eq, isNotNull, sql } from 'drizzle-orm';
-import { accounts } from '../db/schema.ts';
+import { and, eq, isNotNull, isNull, lt, lte, or, sql } from 'drizzle-orm';
+import { accounts, signInFailures } from '../db/schema.ts';
 import { checkPasswordRules, decoyHash, hashPassword, verifyPassword } from './passwords.ts';
 
 export const FREE_FAILURES = 5;
@@ -22,9 +25,12 @@ export function blockAfter(failures: number): number {
 function throttled(until: Date, now: Date): never {
   const seconds = Math.max(1, Math.ceil((until.getTime() - now.getTime()) / 1000));
   throw apiError('login_throttled', {
-    message: `Too many failed sign-ins for this account. Try again in ${seconds} seconds.`,
+    message: `Too many failed sign-ins with this e-mail address. Try again in ${seconds} seconds.`,
   });
 }
+
+/** How long the throttle remembers an address nobody tried since (domain/owners.ts sweep). */
+const FORGET_AFTER_MS = 24 * 3600_000;
 
 /** Whether a database error is the unique index on owners' e-mail addresses. */
 export function isOwnerEmailTaken(err: unknown): boolean {
@@ -48,7 +54,7 @@ export async function setOwnerPassword(
   try {
     const [row] = await tx
       .update(accounts)
-      .set({ passwordHash, failedLogins: 0, loginBlockedUntil: null })
+      .set({ passwordHash })
       .where(eq(accounts.id, input.accountId))
       .returning();
     if (!row) {
@@ -64,48 +70,72 @@ export async function setOwnerPassword(
   }
 }
 
+/**
+ * Counts an attempt with `email` as it starts, in one statement with the block check: answers
+ * the time the address is blocked until when it is (the attempt is then not counted), else null.
+ */
+async function takeAttempt(tx: Tx, email: string, now: Date): Promise<Date | null> {
+  // The first attempt (FREE_FAILURES > 1) never blocks; the n-th of a row blocks from the
+  // FREE_FAILURES-th on. A blocked address's row is left alone (setWhere): not counted.
+  const failures = sql`${signInFailures.failures} + 1`;
+  const blockMs = sql`least(${MAX_BLOCK_MS}, ${FIRST_BLOCK_MS} * power(2, least(${failures} - ${FREE_FAILURES}, 20)))`;
+  const taken = await tx
+    .insert(signInFailures)
+    .values({ email, failures: 1, blockedUntil: null, lastAt: now })
+    .onConflictDoUpdate({
+      target: signInFailures.email,
+      set: {
+        failures,
+        blockedUntil: sql`case when ${failures} >= ${FREE_FAILURES}
+          then ${now}::timestamptz + ${blockMs} * interval '1 millisecond' end`,
+        lastAt: now,
+      },
+      setWhere: or(isNull(signInFailures.blockedUntil), lte(signInFailures.blockedUntil, now)),
+    })
+    .returning({ failures: signInFailures.failures });
+  if (taken.length > 0) return null;
+  const [row] = await tx
+    .select({ blockedUntil: signInFailures.blockedUntil })
+    .from(signInFailures)
+    .where(eq(signInFailures.email, email));
+  return row?.blockedUntil ?? null;
+}
+
+/** Forgets addresses nobody tried for a day (and not blocked): answers how many. */
+export async function sweepSignInFailures(tx: Tx, now = new Date()): Promise<number> {
+  const cutoff = new Date(now.getTime() - FORGET_AFTER_MS);
+  const gone = await tx
+    .delete(signInFailures)
+    .where(
+      and(
+        lt(signInFailures.lastAt, cutoff),
+        or(isNull(signInFailures.blockedUntil), lt(signInFailures.blockedUntil, now)),
+      ),
+    )
+    .returning({ email: signInFailures.email });
+  return gone.length;
+}
+
 /** The account whose owner this is, or owner_credentials_invalid / login_throttled. */
 export async function authenticateOwner(
   tx: Tx,
   input: { email: string; password: string },
   now = new Date(),
 ): Promise<{ accountId: string }> {
-  const email = input.email.trim();
-  const [row] =
-    email === '' || email.length > 254
-      ? []
-      : await tx
-          .select({
-            id: accounts.id,
-            passwordHash: accounts.passwordHash,
-            loginBlockedUntil: accounts.loginBlockedUntil,
-          })
-          .from(accounts)
-          .where(and(sql`lower(${accounts.email}) = lower(${email})`, isNotNull(accounts.passwordHash)));
-  if (!row?.passwordHash) {
-    // As slow as a real check, so the answer's timing does not tell which addresses have owners.
+  const email = input.email.trim().toLowerCase();
+  if (email === '' || email.length > 254) {
     await verifyPassword(input.password, await decoyHash());
     throw apiError('owner_credentials_invalid');
   }
-  if (row.loginBlockedUntil && row.loginBlockedUntil > now) throttled(row.loginBlockedUntil, now);
-  if (await verifyPassword(input.password.slice(0, 1024), row.passwordHash)) {
-    await tx
-      .update(accounts)
-      .set({ failedLogins: 0, loginBlockedUntil: null })
-      .where(eq(accounts.id, row.id));
-    return { accountId: row.id };
-  }
-  // Counted and blocked in one statement, so concurrent guesses cannot each see the old count.
-  const failures = sql`${accounts.failedLogins} + 1`;
-  const blockMs = sql`least(${MAX_BLOCK_MS}, ${FIRST_BLOCK_MS} * power(2, least(${failures} - ${FREE_FAILURES}, 20)))`;
-  await tx
-    .update(accounts)
-    .set({
-      failedLogins: failures,
-      loginBlockedUntil: sql`case when ${failures} >= ${FREE_FAILURES}
-        then ${now}::timestamptz + ${blockMs} * interval '1 millisecond'
-        else ${accounts.loginBlockedUntil} end`,
-    })
-    .where(eq(accounts.id, row.id));
-  throw apiError('owner_credentials_invalid');
+  const blockedUntil = await takeAttempt(tx, email, now);
+  if (blockedUntil) throttled(blockedUntil, now);
+  const [row] = await tx
+    .select({ id: accounts.id, passwordHash: accounts.passwordHash })
+    .from(accounts)
+    .where(and(sql`lower(${accounts.email}) = lower(${email})`, isNotNull(accounts.passwordHash)));
+  // Without an owner, as slow as a real check, so the answer's timing does not tell either.
+  const ok = await verifyPassword(input.password.slice(0, 1024), row?.passwordHash ?? (await decoyHash()));
+  if (!row || !ok) throw apiError('owner_credentials_invalid');
+  await tx.delete(signInFailures).where(eq(signInFailures.email, email));
+  return { accountId: row.id };
 }
