@@ -9,7 +9,7 @@ import { createDatabase } from '@mcs/kit/db';
 import { createInProcessTransport } from '@mcs/kit/in-process';
 import type { Logger } from '@mcs/kit/log';
 import { serveMetrics } from '@mcs/kit/metrics';
-import { connectNats, keyRevocationSubject } from '@mcs/kit/nats';
+import { connectNats, keyRevocationSubject, ownerPasswordSubject } from '@mcs/kit/nats';
 import { closingResponse, type ServerHandle } from '@mcs/kit/server';
 import { accounts, grpcHealth, webhooks } from '@mcs/proto';
 import { createAuthenticator } from './auth.ts';
@@ -140,6 +140,17 @@ export async function startGateway(
     },
   });
 
+  const passwords = nc.subscribe(ownerPasswordSubject(env.MCS_NATS_PREFIX), {
+    callback: (err, msg) => {
+      if (err) return;
+      const accountId = msg.string();
+      dashboard.ownerPasswordSet(accountId).then(
+        (n) => n > 0 && log.info({ accountId, sessions: n }, 'owner sessions ended: password replaced'),
+        (e) => log.warn({ accountId, err: (e as Error).message }, 'could not end owner sessions'),
+      );
+    },
+  });
+
   const listen = createListen({
     nc,
     prefix: env.MCS_NATS_PREFIX,
@@ -232,6 +243,7 @@ export async function startGateway(
     metricsServer?.close();
     metricsServer?.closeAllConnections();
     revocations.unsubscribe();
+    passwords.unsubscribe();
     await nc.drain();
     await database.close();
   };

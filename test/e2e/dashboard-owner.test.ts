@@ -29,23 +29,28 @@ afterAll(async () => {
   await closeAll();
 });
 
-/** `mcs accounts create --email E --password`, the password piped in as an operator would. */
-async function createOwner(
-  email: string,
-): Promise<{ id: string; secret_key: string; live_secret_key: string }> {
-  const child = spawn(
-    process.execPath,
-    ['packages/cli/src/main.ts', 'accounts', 'create', '--email', email, '--password'],
-    { cwd: REPO_ROOT, env: stack.env, stdio: ['pipe', 'pipe', 'pipe'] },
-  );
+/** `mcs ARGS…` with `stdin` piped in as an operator would; answers its stdout. */
+async function mcs(args: string[], stdin: string): Promise<string> {
+  const child = spawn(process.execPath, ['packages/cli/src/main.ts', ...args], {
+    cwd: REPO_ROOT,
+    env: stack.env,
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
   child.stdout.on('data', (c: Buffer) => (out += c));
   child.stderr.on('data', (c: Buffer) => (err += c));
-  child.stdin.end(`${PASSWORD}\n`);
+  child.stdin.end(stdin);
   const code = await new Promise<number | null>((r) => child.once('exit', r));
   expect(code, err).toBe(0);
-  const made = JSON.parse(out);
+  return out;
+}
+
+/** `mcs accounts create --email E --password`, the password piped in. */
+async function createOwner(
+  email: string,
+): Promise<{ id: string; secret_key: string; live_secret_key: string }> {
+  const made = JSON.parse(await mcs(['accounts', 'create', '--email', email, '--password'], `${PASSWORD}\n`));
   return { id: made.account.id, secret_key: made.secret_key, live_secret_key: made.live_secret_key };
 }
 
@@ -303,5 +308,31 @@ describe('the owner dashboard in a browser', () => {
       });
     }
     await context.close();
+  });
+});
+
+describe("an owner's password replaced", () => {
+  it('ends the sessions the old password signed in, on every gateway at once', async () => {
+    const owner = await createOwner('replaced@example.com');
+    const signIn = async (password: string) => {
+      const res = await fetch(`${stack.baseUrl}/dashboard/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ email: 'replaced@example.com', password }),
+        redirect: 'manual',
+      });
+      expect(res.status).toBe(303);
+      return /mcs_session=([^;]+)/.exec(res.headers.get('set-cookie') ?? '')![1]!;
+    };
+    const settings = (token: string) =>
+      fetch(`${stack.baseUrl}/dashboard/settings/api`, {
+        headers: { cookie: `mcs_session=${token}` },
+        redirect: 'manual',
+      }).then((r) => r.status);
+    const before = await signIn(PASSWORD);
+    expect(await settings(before)).toBe(200);
+    await mcs(['accounts', 'set-password', '--account', owner.id], 'another long pass phrase\n');
+    await until('the old session ended', async () => (await settings(before)) === 303);
+    expect(await settings(await signIn('another long pass phrase'))).toBe(200);
   });
 });

@@ -32,6 +32,8 @@ export type { DashboardDeps } from './context.ts';
 export interface Dashboard {
   /** Serves a path under /dashboard; never throws. */
   handle(req: IncomingMessage, res: ServerResponse, path: string): Promise<void>;
+  /** An owner's password was replaced: end the sessions it signed in. Returns how many ended. */
+  ownerPasswordSet(accountId: string): Promise<number>;
   /** A key was revoked: end its sessions now. Returns how many ended. */
   keyRevoked(keyId: string): Promise<number>;
 }
@@ -107,6 +109,7 @@ export function createDashboard(deps: DashboardDeps): Dashboard {
 
   return {
     handle,
+    ownerPasswordSet: (accountId) => deps.sessions.deleteForOwner(accountId),
     async keyRevoked(keyId) {
       kit.forgetKey(keyId);
       return deps.sessions.deleteForKey(keyId);

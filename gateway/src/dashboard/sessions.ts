@@ -38,6 +38,8 @@ export interface SessionStore {
   delete(token: string): Promise<void>;
   /** Ends every session signed in with a key (the key was revoked); returns how many. */
   deleteForKey(keyId: string): Promise<number>;
+  /** Ends every session an owner signed in with a password (it was replaced); returns how many. */
+  deleteForOwner(accountId: string): Promise<number>;
   /** Removes expired sessions; returns how many. */
   sweep(now?: Date): Promise<number>;
 }
@@ -93,6 +95,13 @@ export function createSessionStore(db: Db): SessionStore {
     },
     async deleteForKey(keyId) {
       const gone = await db.delete(sessions).where(eq(sessions.keyId, keyId)).returning({ id: sessions.id });
+      return gone.length;
+    },
+    async deleteForOwner(accountId) {
+      const gone = await db
+        .delete(sessions)
+        .where(and(eq(sessions.accountId, accountId), isNull(sessions.keyId)))
+        .returning({ id: sessions.id });
       return gone.length;
     },
     async sweep(now = new Date()) {

@@ -153,6 +153,11 @@ export function keyRevocationSubject(prefix: string): string {
   return `${prefix}.keys.revoked`;
 }
 
+/** Core NATS subject on which the accounts service announces an owner's new password (the account id). */
+export function ownerPasswordSubject(prefix: string): string {
+  return `${prefix}.owners.password_set`;
+}
+
 /** What the outbox relay needs of JetStream: a publish acked by the stream (JetStreamClient has it). */
 export interface EventPublisher {
   publish(

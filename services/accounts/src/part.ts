@@ -4,7 +4,7 @@
 import { createDatabase } from '@mcs/kit/db';
 import { databaseDependency, natsDependency } from '@mcs/kit/health';
 import type { Logger } from '@mcs/kit/log';
-import { connectNats, keyRevocationSubject } from '@mcs/kit/nats';
+import { connectNats, keyRevocationSubject, ownerPasswordSubject } from '@mcs/kit/nats';
 import { errorLogger, type StartedPart, startConnectServer } from '@mcs/kit/server';
 import { migrateAccounts } from './db/migrate.ts';
 import { sweepSignInFailures } from './domain/owners.ts';
@@ -16,8 +16,13 @@ export async function startAccounts(env: Env, log: Logger): Promise<StartedPart>
   await migrateAccounts(database);
   const nc = await connectNats(env.NATS_URL, 'accounts');
   const subject = keyRevocationSubject(env.MCS_NATS_PREFIX);
+  const passwordSubject = ownerPasswordSubject(env.MCS_NATS_PREFIX);
   const server = await startConnectServer({
-    routes: routes({ db: database.db, announceRevocation: (keyId) => nc.publish(subject, keyId) }),
+    routes: routes({
+      db: database.db,
+      announceRevocation: (keyId) => nc.publish(subject, keyId),
+      announcePasswordSet: (accountId) => nc.publish(passwordSubject, accountId),
+    }),
     port: env.port,
     socketPath: env.socketPath,
     interceptors: [errorLogger(log)],

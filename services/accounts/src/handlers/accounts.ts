@@ -118,6 +118,8 @@ export function accountHandlers(deps: Deps): ServiceImpl<typeof accounts.Account
     },
     async setOwnerPassword(req) {
       const account = await setOwnerPassword(deps.db, { accountId: req.accountId, password: req.password });
+      // A new password is how an owner locks someone out: sessions signed in with the old one end.
+      deps.announcePasswordSet?.(account.id);
       return toProtoAccount(account);
     },
     async authenticateOwner(req) {
