@@ -225,9 +225,15 @@ export function createHandler(deps: GatewayDeps) {
     return { init: decodeObject(route.method.input, { ...json, ...params }), json };
   }
 
-  /** The caller's key, then its rate limit: every /v1 request passes both before anything else. */
-  async function admit(req: IncomingMessage) {
+  /**
+   * The caller's key, then its rate limit: every /v1 request passes both before anything else,
+   * but for the ack of a listen delivery (`limited` false), which answers a request mcs sent:
+   * refused, the local server's answer would be lost, the delivery recorded as timed out and
+   * sent again.
+   */
+  async function admit(req: IncomingMessage, limited = true) {
     const principal = await deps.auth.authenticate(req.headers.authorization);
+    if (!limited) return principal;
     const taken = deps.limiter.take(principal.accountId, principal.rateLimit);
     const rate = taken instanceof Promise ? await taken : taken;
     if (!rate.ok) throw fail('rate_limited', undefined, { 'retry-after': String(rate.retryAfter) });
@@ -271,7 +277,7 @@ export function createHandler(deps: GatewayDeps) {
             { allow: listen.allow },
           );
         }
-        const who = await admit(req);
+        const who = await admit(req, listen.kind !== 'ack');
         if (!who.secret) {
           const template = `/v1/webhooks/{id}/listen${listen.kind === 'ack' ? '/ack' : ''}`;
           throw publishableRefused(`${method} ${template}`);

@@ -9,7 +9,7 @@ import { createInterface } from 'node:readline';
 import { type AccountKeys, type Stack, startStack, until } from '@mcs/testkit';
 import { verifyServiceSignature, verifyStandardSignature } from '@mcs/webhook-verify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cliEnv, spawnCli } from './cli-helpers.ts';
+import { cliEnv, jsonOf, runCli, spawnCli } from './cli-helpers.ts';
 
 interface Hit {
   headers: http.IncomingHttpHeaders;
@@ -313,5 +313,27 @@ describe('mcs listen', () => {
     expect(((await text.json()) as { error: { code: string } }).error.code).toBe('unsupported_media_type');
     const noKey = await fetch(`${stack.baseUrl}/v1/webhooks/${plain.json.id}/listen`);
     expect(noKey.status).toBe(401);
+  });
+
+  it("never rate-limits an ack: it answers a request mcs sent, and the app's answer must not be lost", async () => {
+    const slow: AccountKeys = jsonOf(
+      await runCli(['accounts', 'create', '--email', 'slow@example.com', '--rate-limit', '2'], cliEnv(stack)),
+    );
+    const ep = await stack.api(slow.secret_key, 'POST', '/v1/webhooks', {
+      url: 'mcs-listen:',
+      events: ['*'],
+    });
+    const burst = async (call: () => Promise<{ status: number }>) =>
+      (await Promise.all(Array.from({ length: 12 }, call))).map((r) => r.status);
+    // Other routes of that account are limited at 2 a second...
+    expect(await burst(() => stack.api(slow.secret_key, 'GET', '/v1/products'))).toContain(429);
+    // ...its acks are not (a stray one is refused as such).
+    const acks = await burst(() =>
+      stack.api(slow.secret_key, 'POST', `/v1/webhooks/${ep.json.id}/listen/ack`, {
+        ack: 'nope',
+        status_code: 200,
+      }),
+    );
+    expect(new Set(acks)).toEqual(new Set([404]));
   });
 });
