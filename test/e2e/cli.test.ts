@@ -1,7 +1,7 @@
 // The developer CLI (`mcs`) as a separate process against the real stack: login and where
 // credentials come from, trigger for every event type of spec 6.1, events and webhooks commands
 // in tables and --json, API errors with their code and Request-Id, and --help everywhere.
-import { readFileSync, statSync } from 'node:fs';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type AccountKeys, type Receiver, type Stack, startReceiver, startStack } from '@mcs/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -65,6 +65,13 @@ describe('mcs login and credentials', () => {
     const refused = await runCli(['login', '--api-key', 'sk_test_wrong'], env);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toMatch(/Request-Id req_/);
+    expect(JSON.parse(readFileSync(file, 'utf8')).api_key).toBe(keys.secret_key);
+
+    // A config file that cannot be read: commands say to log in again, and logging in mends it.
+    writeFileSync(file, 'nope');
+    expect((await runCli(['events', 'list'], env)).stderr).toContain('run mcs login again');
+    const mended = await runCli(['login', '--api-key', keys.secret_key, '--base-url', stack.baseUrl], env);
+    expect(mended.code, mended.stderr).toBe(0);
     expect(JSON.parse(readFileSync(file, 'utf8')).api_key).toBe(keys.secret_key);
 
     const out = await runCli(['logout'], env);
@@ -132,6 +139,13 @@ describe('mcs events', () => {
     expect(lines[0]).toMatch(/^ID\s+TYPE\s+DATA\s+CREATED$/);
     expect(lines[1]).toMatch(
       new RegExp(`^${fired.event.id}\\s+order\\.created\\s+order ord_\\w+\\s+\\d{4}-`),
+    );
+
+    // The hint to the next page keeps the query's filters.
+    await runCli(['trigger', 'order.created', '--json'], withKey());
+    const page = await runCli(['events', 'list', '--type', 'order.created', '--limit', '1'], withKey());
+    expect(page.stdout).toMatch(
+      /more: mcs events list --type order\.created --limit 1 --starting-after evt_\w+\n$/,
     );
 
     const list = jsonOf(await runCli(['events', 'list', '--json', '--limit', '2'], withKey()));

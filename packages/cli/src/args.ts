@@ -69,9 +69,12 @@ export function parse<Ctx>(spec: CommandSpec<Ctx>, args: string[]): Parsed {
   try {
     parsed = parseArgs({ args, options, strict: true, allowPositionals: true });
   } catch (err) {
-    // Node's messages run on with advice about '--'; the first sentence says what is wrong.
-    const first = (err as Error).message.split(/(?<=\.) /)[0]?.replace(/\.$/, '') ?? 'bad arguments';
-    throw usageError(first, spec);
+    // Node's messages run on with advice about '--' (over several lines); the first sentence says
+    // what is wrong. A value that starts with a dash is taken for an option: say how to give it.
+    const message = (err as Error).message;
+    const first = message.split(/(?<=\.)\s/)[0]?.replace(/\.$/, '') ?? 'bad arguments';
+    const dashed = /use '(--[^']+)'/.exec(message)?.[1];
+    throw usageError(dashed ? `${first}: give a value that starts with a dash as ${dashed}` : first, spec);
   }
   const max = spec.positionals?.length ?? 0;
   if (parsed.positionals.length > max) {

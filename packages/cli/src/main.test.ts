@@ -218,6 +218,11 @@ describe('mcs accounts create', () => {
       '--rate-limit must be a whole number',
     );
     expect(failure(await mcs(['accounts', 'delete']))).toContain('unknown command "accounts delete"');
+    // A value that starts with a dash: one line saying how to give it.
+    const dashed = failure(await mcs(['accounts', 'create', '--email', 'a@b.co', '--rate-limit', '-5']));
+    expect(dashed).toMatch(
+      /^Option '--rate-limit' argument is ambiguous: give a value that starts with a dash as --rate-limit=-XYZ\. Usage:/,
+    );
     expect(failure(await mcs([]))).toContain('Usage:');
     const help = await mcs(['--help']);
     expect(help.code).toBe(0);

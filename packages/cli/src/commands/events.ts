@@ -38,7 +38,16 @@ const eventsList: Command = {
         subjectOf(e.data),
         when(e.created_at),
       ]);
-      const more = list.has_more ? `more: mcs events list --starting-after ${list.data.at(-1)?.id}\n` : '';
+      // The same query, the next page: the filters go along.
+      const same = [
+        str(p, 'type') && `--type ${str(p, 'type')}`,
+        str(p, 'limit') && `--limit ${str(p, 'limit')}`,
+      ]
+        .filter(Boolean)
+        .join(' ');
+      const more = list.has_more
+        ? `more: mcs events list ${same ? `${same} ` : ''}--starting-after ${list.data.at(-1)?.id}\n`
+        : '';
       return table(['id', 'type', 'data', 'created'], rows) + more;
     });
     return 0;

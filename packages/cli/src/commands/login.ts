@@ -3,7 +3,14 @@
 import { createInterface } from 'node:readline/promises';
 import { createApi } from '../api.ts';
 import { CliError, str } from '../args.ts';
-import { configPath, defaultBaseUrl, loadConfig, normalizeBaseUrl, saveConfig } from '../config.ts';
+import {
+  configPath,
+  defaultBaseUrl,
+  loadConfig,
+  normalizeBaseUrl,
+  type SavedConfig,
+  saveConfig,
+} from '../config.ts';
 import type { Command } from '../context.ts';
 
 const masked = (key: string) => `${key.slice(0, 8)}…${key.slice(-4)}`;
@@ -41,7 +48,9 @@ const login: Command = {
   details:
     'Afterwards --api-key / MCS_API_KEY and --base-url / MCS_BASE_URL still win over the saved values.',
   async run(ctx, p) {
-    const saved = await loadConfig();
+    const path = configPath(ctx.env);
+    // A config file that cannot be read is what login replaces (its own error says to run it).
+    const saved = await loadConfig(path).catch((): SavedConfig => ({}));
     const baseUrl = normalizeBaseUrl(
       str(p, 'base-url') || ctx.env.MCS_BASE_URL || saved.base_url || defaultBaseUrl(ctx.env),
     );
@@ -56,7 +65,6 @@ const login: Command = {
     await ctx.progress(`Checking the key at ${baseUrl}`, () =>
       createApi(baseUrl, key).get('/v1/webhooks', { limit: 1 }),
     );
-    const path = configPath(ctx.env);
     await saveConfig({ api_key: key, base_url: baseUrl }, path);
     const livemode = key.startsWith('sk_live_');
     ctx.print(
@@ -76,7 +84,8 @@ const logout: Command = {
   api: false,
   async run(ctx) {
     const path = configPath(ctx.env);
-    const saved = await loadConfig(path);
+    // An unreadable config holds no key anyone could use: it is replaced by an empty one.
+    const saved = await loadConfig(path).catch((): SavedConfig => ({}));
     const { api_key: _gone, ...rest } = saved;
     await saveConfig(rest, path);
     ctx.out(
