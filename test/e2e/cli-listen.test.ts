@@ -177,6 +177,36 @@ describe('mcs listen', () => {
     expect((await stack.api(keys.secret_key, 'GET', `/v1/webhooks/${id}`)).status).toBe(404);
   });
 
+  it('keeps its endpoint enabled through a failing local server: a 410 is a failure, and unhealthy is re-enabled', async () => {
+    const session = startListen(['--events', 'product.created']);
+    const ready = await session.next('ready');
+    const id = ready.endpoint as string;
+    expect((await stack.api(keys.secret_key, 'GET', `/v1/webhooks/${id}`)).json.disable_on_gone).toBe(false);
+    answer = 410;
+    try {
+      const product = { name: 'Tea', price: 450, currency: 'EUR' };
+      expect((await stack.api(keys.secret_key, 'POST', '/v1/products', product)).status).toBe(200);
+      // Six attempts a second apart, all 410: the last retry fails, the endpoint turns unhealthy,
+      // and the session turns it back on rather than fall silent.
+      const again = await session.next('re-enabled', 0, 30_000);
+      expect(again).toMatchObject({ endpoint: id, was: 'unhealthy' });
+      expect((await stack.api(keys.secret_key, 'GET', `/v1/webhooks/${id}`)).json.status).toBe('enabled');
+      answer = 200;
+      const from = session.lines.length;
+      const next = await stack.api(keys.secret_key, 'POST', '/v1/products', { ...product, name: 'Coffee' });
+      await until('the next event forwarded', () =>
+        session.lines
+          .slice(from)
+          .some((l) => l.type === 'forwarded' && l.status_code === 200 && l.event_type === 'product.created'),
+      );
+      expect(next.status).toBe(200);
+    } finally {
+      answer = 200;
+      session.child.kill('SIGINT');
+      expect(await session.exited).toBe(0);
+    }
+  });
+
   it('reuses the endpoint a killed session left, and such an endpoint fails honestly meanwhile', async () => {
     const first = startListen(['--events', 'conversation.created']);
     const ready = await first.next('ready');

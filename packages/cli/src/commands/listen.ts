@@ -108,6 +108,8 @@ async function endpointFor(
     url: LISTEN_URL,
     events,
     description: `mcs listen → ${forwardTo}`.slice(0, 500),
+    // A local server answering 410 is a failed attempt like any other, not the end of the session.
+    disable_on_gone: false,
   });
   return { endpoint, reused: false };
 }
@@ -185,8 +187,39 @@ async function listen(ctx: Ctx, p: Parsed, spec: Command): Promise<number> {
     } catch (err) {
       const why = err instanceof ApiError ? err.describe() : (err as Error).message;
       ctx.err(`could not report the result of ${frame.event} (${frame.delivery}): ${why}\n`);
+      return;
     }
+    // The service records the failure after the ack is answered: look a moment later.
+    const ok = result.status_code !== null && result.status_code >= 200 && result.status_code < 300;
+    if (!ok) setTimeout(() => void keepEnabled(), 1_000).unref();
   };
+
+  /**
+   * A failure recorded by an ack can end the endpoint's deliveries (its last retry failed: it
+   * turns unhealthy; or, made before disable_on_gone, a 410 disabled it). The session would then
+   * stay open and silent: it re-enables its endpoint and says so. Checked a second after each
+   * failure and at each ping (15 s).
+   */
+  let enabling: Promise<void> | undefined;
+  const keepEnabled = () =>
+    (enabling ??= (async () => {
+      if (stop.signal.aborted) return; // stopping: the endpoint is about to go
+      try {
+        const now = await api.get(`/v1/webhooks/${encodeURIComponent(id)}`);
+        if (now.status === 'enabled') return;
+        await api.post(`/v1/webhooks/${encodeURIComponent(id)}/enable`);
+        ctx.print(
+          { type: 're-enabled', endpoint: id, was: now.status, reason: now.disabled_reason ?? null },
+          () =>
+            `Endpoint ${id} was ${now.status} after the local server's failures (the deliveries it skipped are not sent again); re-enabled.\n`,
+        );
+      } catch (err) {
+        const why = err instanceof ApiError ? err.describe() : (err as Error).message;
+        ctx.err(`could not check or re-enable endpoint ${id}: ${why}\n`);
+      }
+    })().finally(() => {
+      enabling = undefined;
+    }));
 
   let announced = false;
   let failures = 0;
@@ -209,6 +242,8 @@ async function listen(ctx: Ctx, p: Parsed, spec: Command): Promise<number> {
                 `Session signing secret: ${secret}\n`,
             );
           } else ctx.err('reconnected\n');
+        } else if (frame.type === 'ping') {
+          void keepEnabled();
         } else if (frame.type === 'delivery') {
           const job = handle(frame).finally(() => inFlight.delete(job));
           inFlight.add(job);
