@@ -23,6 +23,7 @@ import {
   type ListenFrame,
   type ListenResult,
   listenAckSubject,
+  listenPresenceSubject,
   listenSubject,
 } from '@mcs/kit/listen';
 import type { Logger } from '@mcs/kit/log';
@@ -137,6 +138,16 @@ export function createListen(deps: {
     }
   }
 
+  /** Whether a session of `id` is open on any replica: it answers its presence subject at once. */
+  async function streamedElsewhere(id: string): Promise<boolean> {
+    try {
+      await nc.request(listenPresenceSubject(prefix, id), undefined, { timeout: 500 });
+      return true;
+    } catch {
+      return false; // no responders (answered at once by the server), or none within the wait
+    }
+  }
+
   async function stream(
     id: string,
     req: IncomingMessage,
@@ -153,6 +164,12 @@ export function createListen(deps: {
       throw apiError('not_a_listen_endpoint', {
         param: 'id',
         message: `${id} delivers to ${endpoint.url}; only endpoints with url "${LISTEN_URL}" can be listened to.`,
+      });
+    }
+    if (await streamedElsewhere(id)) {
+      throw apiError('listen_endpoint_in_use', {
+        param: 'id',
+        message: `Another mcs listen session is streaming ${id}; stop it, or listen with another endpoint.`,
       });
     }
     res.writeHead(200, {
@@ -190,6 +207,12 @@ export function createListen(deps: {
         write({ type: 'delivery', ack, ...attempt });
       },
     });
+    // Tells a session opening on this endpoint, through any replica, that this one holds it.
+    const presence = nc.subscribe(listenPresenceSubject(prefix, id), {
+      callback: (err, msg) => {
+        if (!err && !ended) msg.respond();
+      },
+    });
     holdAcks(id);
     const heartbeat = setInterval(() => write({ type: 'ping' }), heartbeatMs);
     write({ type: 'ready', endpoint: render(webhooks.WebhookEndpointSchema, endpoint) });
@@ -201,6 +224,7 @@ export function createListen(deps: {
         ended = true;
         clearInterval(heartbeat);
         sub.unsubscribe();
+        presence.unsubscribe();
         releaseAcks(id);
         sessions.delete(session);
         for (const [token, p] of pending) {

@@ -600,7 +600,7 @@ export const operationErrors: Record<string, string[]> = {
   UpdateWebhookEndpoint: ['invalid_url', 'invalid_event_type'],
   RetryWebhookDelivery: ['invalid_state_transition'],
   SendTestWebhook: ['invalid_state_transition'],
-  ListenWebhookEndpoint: ['not_a_listen_endpoint'],
+  ListenWebhookEndpoint: ['not_a_listen_endpoint', 'listen_endpoint_in_use'],
   UpdateWebhookSettings: ['test_mode_only'],
 };
 

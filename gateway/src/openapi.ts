@@ -132,10 +132,9 @@ export function errorCodesOf(t: OperationTraits): Map<number, ErrorCode[]> {
   else pick(404, (c) => c === 'route_not_found');
   pick(405);
   if (post) pick(413);
-  if (t.keyed) {
-    pick(409);
-    pick(422);
-  }
+  // 409: a key in flight (keyed routes), and an operation's own (a listen endpoint in use).
+  pick(409, (c) => (specific.has(c) ? own.includes(c) : t.keyed));
+  if (t.keyed) pick(422);
   if (post && (t.keyed || t.jsonOnly)) pick(415);
   pick(429);
   pick(500);

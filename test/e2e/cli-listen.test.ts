@@ -207,6 +207,32 @@ describe('mcs listen', () => {
     }
   });
 
+  it("never takes a live session's endpoint: a second session with the same events gets its own", async () => {
+    const first = startListen(['--events', 'conversation.created']);
+    const a = await first.next('ready');
+    const second = startListen(['--events', 'conversation.created']);
+    const b = await second.next('ready');
+    expect(b.endpoint).not.toBe(a.endpoint);
+    expect(b.reused).toBe(false);
+    // The gateway refuses a second stream of one endpoint, whoever asks.
+    const again = await stack.api(keys.secret_key, 'GET', `/v1/webhooks/${a.endpoint}/listen`);
+    expect(again.status).toBe(409);
+    expect(again.json.error).toMatchObject({ code: 'listen_endpoint_in_use', param: 'id' });
+    // The first stops (and removes its endpoint); the second goes on with its own.
+    first.child.kill('SIGINT');
+    expect(await first.exited).toBe(0);
+    const from = second.lines.length;
+    const made = await stack.api(keys.secret_key, 'POST', '/v1/conversations', {
+      customer: { name: 'Ada', phone: '+4915100000077' },
+    });
+    expect(made.status).toBe(200);
+    await until('the second session forwarding', () =>
+      second.lines.slice(from).some((l) => l.type === 'forwarded' && l.event_type === 'conversation.created'),
+    );
+    second.child.kill('SIGINT');
+    expect(await second.exited).toBe(0);
+  });
+
   it('reuses the endpoint a killed session left, and such an endpoint fails honestly meanwhile', async () => {
     const first = startListen(['--events', 'conversation.created']);
     const ready = await first.next('ready');

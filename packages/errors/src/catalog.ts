@@ -131,6 +131,12 @@ export const catalog = {
     message: 'This idempotency key was already used for a different request.',
     doc: 'Keys are bound to the method, path and body of their first request for 24 hours. Use a new key for a new operation.',
   },
+  listen_endpoint_in_use: {
+    type: 'invalid_request_error',
+    status: 409,
+    message: 'Another mcs listen session is streaming this endpoint.',
+    doc: 'One listen endpoint streams to one session at a time: a second would receive every delivery too, and the first to stop would delete the endpoint under the other. `mcs listen` makes a new endpoint when the one it would reuse is in use.',
+  },
   invalid_state_transition: {
     type: 'invalid_request_error',
     message: 'The resource cannot make this transition from its current state.',

@@ -17,6 +17,14 @@ export function listenSubject(prefix: string, endpointId: string): string {
   return `${prefix}.listen.${endpointId}`;
 }
 
+/**
+ * Answered by the gateway replica holding a session of the endpoint: a second session of one
+ * endpoint is refused (each would forward every delivery, and the first to stop would delete it).
+ */
+export function listenPresenceSubject(prefix: string, endpointId: string): string {
+  return `${prefix}.listen_presence.${endpointId}`;
+}
+
 /** Where an ack that reached another gateway replica goes to find the session's holder. */
 export function listenAckSubject(prefix: string, endpointId: string): string {
   return `${prefix}.listen_ack.${endpointId}`;

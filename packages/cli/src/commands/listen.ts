@@ -90,13 +90,17 @@ async function forward(url: string, body: string, headers: Record<string, string
   }
 }
 
-/** The listen endpoint to use: one left with the same events (a session that died), or a new one. */
+/**
+ * The listen endpoint to use: one left with the same events (a session that died), or a new one
+ * (`fresh`: always, when the one it would reuse turned out to be another live session's).
+ */
 async function endpointFor(
   api: Api,
   events: string[],
   forwardTo: string,
+  fresh = false,
 ): Promise<{ endpoint: Json; reused: boolean }> {
-  const list = await api.get('/v1/webhooks', { limit: 100 });
+  const list = fresh ? { data: [] } : await api.get('/v1/webhooks', { limit: 100 });
   const same = (list.data as Json[]).find(
     (e) => e.url === LISTEN_URL && JSON.stringify([...e.events].sort()) === JSON.stringify(events),
   );
@@ -151,11 +155,11 @@ async function listen(ctx: Ctx, p: Parsed, spec: Command): Promise<number> {
   }
   const api = await ctx.api();
   if (api.livemode) throw new CliError('mcs listen runs in test mode only: use a sk_test_ key');
-  const { endpoint, reused } = await ctx.progress('Preparing a listen endpoint', () =>
+  let { endpoint, reused } = await ctx.progress('Preparing a listen endpoint', () =>
     endpointFor(api, events, forwardTo),
   );
-  const id = endpoint.id as string;
-  const path = `/v1/webhooks/${encodeURIComponent(id)}/listen`;
+  let id = endpoint.id as string;
+  let path = `/v1/webhooks/${encodeURIComponent(id)}/listen`;
 
   const stop = new AbortController();
   const inFlight = new Set<Promise<void>>();
@@ -252,6 +256,13 @@ async function listen(ctx: Ctx, p: Parsed, spec: Command): Promise<number> {
       if (!stop.signal.aborted) ctx.err('the API closed the stream; reconnecting\n');
     } catch (err) {
       if (stop.signal.aborted) break;
+      if (err instanceof ApiError && err.code === 'listen_endpoint_in_use' && !announced && reused) {
+        // The endpoint left with these events is another live session's, not a dead one's.
+        ({ endpoint, reused } = await endpointFor(api, events, forwardTo, true));
+        id = endpoint.id as string;
+        path = `/v1/webhooks/${encodeURIComponent(id)}/listen`;
+        continue;
+      }
       if (err instanceof ApiError && (err.status === 404 || err.status === 401 || err.status === 400)) {
         process.off('SIGINT', onSignal);
         process.off('SIGTERM', onSignal);

@@ -1078,7 +1078,7 @@ export interface components {
                  * @description What went wrong, for programs; each is documented at doc_url.
                  * @enum {string}
                  */
-                code: "missing_required_field" | "invalid_type" | "invalid_value" | "invalid_phone" | "invalid_currency" | "invalid_url" | "invalid_event_type" | "unknown_parameter" | "invalid_json" | "unsupported_media_type" | "body_too_large" | "malformed_request" | "headers_too_large" | "request_timeout" | "route_not_found" | "method_not_allowed" | "not_a_listen_endpoint" | "resource_missing" | "invalid_idempotency_key" | "idempotency_key_in_use" | "idempotency_key_reused" | "invalid_state_transition" | "api_key_missing" | "api_key_invalid" | "owner_credentials_invalid" | "login_throttled" | "password_too_weak" | "email_taken" | "secret_key_required" | "test_mode_only" | "rate_limited" | "api_error" | "service_unavailable";
+                code: "missing_required_field" | "invalid_type" | "invalid_value" | "invalid_phone" | "invalid_currency" | "invalid_url" | "invalid_event_type" | "unknown_parameter" | "invalid_json" | "unsupported_media_type" | "body_too_large" | "malformed_request" | "headers_too_large" | "request_timeout" | "route_not_found" | "method_not_allowed" | "not_a_listen_endpoint" | "resource_missing" | "invalid_idempotency_key" | "idempotency_key_in_use" | "idempotency_key_reused" | "listen_endpoint_in_use" | "invalid_state_transition" | "api_key_missing" | "api_key_invalid" | "owner_credentials_invalid" | "login_throttled" | "password_too_weak" | "email_taken" | "secret_key_required" | "test_mode_only" | "rate_limited" | "api_error" | "service_unavailable";
                 /**
                  * Format: uri
                  * @description Where this code is documented.
@@ -2123,7 +2123,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description `idempotency_key_in_use` (see /docs/errors). */
+        /** @description `idempotency_key_in_use`, `listen_endpoint_in_use` (see /docs/errors). */
         Conflict: {
             headers: {
                 "Request-Id": components["headers"]["RequestId"];
@@ -5020,6 +5020,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
             503: components["responses"]["ServiceUnavailable"];
