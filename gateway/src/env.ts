@@ -1,5 +1,6 @@
 import { baseEnvSchema, duration, parseEnv } from '@mcs/kit/config';
 import { z } from 'zod';
+import { parseTrustedProxies } from './client-address.ts';
 
 const schema = baseEnvSchema.extend({
   /** Base of every error's doc_url; default http://HOST:PORT/docs. */
@@ -19,6 +20,21 @@ const schema = baseEnvSchema.extend({
   SERVICE_TRANSPORT: z.enum(['http1', 'http2', 'connect-node']).default('http1'),
   /** Port of the gateway's Prometheus /metrics (on SERVICE_HOST); default PORT + 5, 0 turns it off. */
   METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  /**
+   * Reverse proxies (addresses, CIDR blocks) whose X-Forwarded-For names the client for the
+   * sign-in throttle per address (client-address.ts); unset: the connection's peer.
+   */
+  TRUSTED_PROXIES: z
+    .string()
+    .optional()
+    .superRefine((value, ctx) => {
+      if (value === undefined) return;
+      try {
+        parseTrustedProxies(value);
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: (err as Error).message });
+      }
+    }),
   /** Fault injection for crash tests only (see http.ts). */
   MCS_FAILPOINT: z.string().optional(),
 });

@@ -14,6 +14,7 @@ import { closingResponse, type ServerHandle } from '@mcs/kit/server';
 import { accounts, grpcHealth, webhooks } from '@mcs/proto';
 import { createAuthenticator } from './auth.ts';
 import { type Circuit, createCircuit } from './circuit.ts';
+import { clientAddressOf } from './client-address.ts';
 import { createDashboard } from './dashboard/handler.ts';
 import { createSessionStore } from './dashboard/sessions.ts';
 import { migrateGateway } from './db/migrate.ts';
@@ -123,6 +124,7 @@ export async function startGateway(
     docsUrl: env.docsUrl,
     log,
     keyCheckTtlMs: env.AUTH_CACHE_TTL,
+    clientAddress: clientAddressOf(env.TRUSTED_PROXIES),
   });
 
   // Revocations reach every replica at once; the cache TTL bounds staleness if NATS is down

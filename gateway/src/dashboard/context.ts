@@ -10,6 +10,7 @@ import { callerHeaders, type IdempotencyClaim } from '@mcs/kit/caller';
 import type { Logger } from '@mcs/kit/log';
 import type { accounts, webhooks } from '@mcs/proto';
 import type { Authenticator } from '../auth.ts';
+import type { ClientAddress } from '../client-address.ts';
 import { cookie, FLASH_COOKIE, readCookies, SESSION_COOKIE } from './cookies.ts';
 import { checkCsrf, csrfTokenFor } from './csrf.ts';
 import { FLASH_MAX_AGE, type Flash, openFlash, sealFlash } from './flash.ts';
@@ -30,6 +31,8 @@ export interface DashboardDeps {
    * again. Revocations end sessions at once over NATS; this bounds a missed message.
    */
   keyCheckTtlMs: number;
+  /** The client behind a request, for the sign-in throttle per address (client-address.ts). */
+  clientAddress?: ClientAddress;
 }
 
 /** Headers of every dashboard answer: one known script, no framing, no caching of pages with secrets. */

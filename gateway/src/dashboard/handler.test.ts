@@ -14,6 +14,7 @@ import { accounts, webhooks } from '@mcs/proto';
 import { freshDatabase, type MigratedDatabase } from '@mcs/testkit';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Authenticator, Principal } from '../auth.ts';
+import { clientAddressOf } from '../client-address.ts';
 import { migrateGateway } from '../db/migrate.ts';
 import { csrfTokenFor } from './csrf.ts';
 import { createDashboard, type Dashboard } from './handler.ts';
@@ -153,6 +154,8 @@ beforeAll(async () => {
     docsUrl: 'http://docs.test/docs',
     log: createLogger('dashboard-test', 'silent'),
     keyCheckTtlMs: 0, // ask the accounts stand-in every time
+    // As behind an Ingress on this machine: the peer is a proxy, X-Forwarded-For names the client.
+    clientAddress: clientAddressOf('127.0.0.1'),
   });
   server = http.createServer((req, res) => {
     res.setHeader('request-id', 'req_test');
@@ -538,6 +541,17 @@ describe('sign-in throttling per address', () => {
     expect(t.take('198.51.100.1')).toBe(0);
     now += 15 * 60_000;
     expect(t.take('203.0.113.5')).toBe(0);
+  });
+
+  it('throttles the client a trusted proxy names, not the proxy', async () => {
+    const from = (client: string) => ({ 'x-forwarded-for': `203.0.113.1, ${client}` });
+    for (let i = 0; i < ADDRESS_FAILURES; i++) {
+      const res = await post('/dashboard/login', { key: `sk_test_wrong${i}` }, from('198.51.100.20'));
+      expect(res.status).toBe(401);
+    }
+    expect((await post('/dashboard/login', { key: SECRET }, from('198.51.100.20'))).status).toBe(429);
+    // Another client behind the same proxy is not locked out by it.
+    expect((await post('/dashboard/login', { key: SECRET }, from('198.51.100.21'))).status).toBe(303);
   });
 
   it('counts attempts as they start, so parallel ones cannot pass together; what did not fail is given back', () => {

@@ -44,11 +44,10 @@ export function createAddressThrottle(now: () => number = Date.now) {
   };
 }
 
-const addressOf = (req: IncomingMessage) => req.socket.remoteAddress ?? 'unknown';
-
 export function loginRoutes(kit: Kit): RouteDef[] {
   const { deps } = kit;
   const throttle = createAddressThrottle();
+  const addressOf = deps.clientAddress ?? ((req: IncomingMessage) => req.socket.remoteAddress ?? 'unknown');
   const publishable =
     'Publishable keys (pk_…) are read-only and cannot sign in. Use a secret key (sk_test_… or sk_live_…).';
 
