@@ -87,7 +87,7 @@ describe('Settings → API in a browser', () => {
     const response = await page.goto(settingsUrl());
     const headers = response!.headers();
     expect(headers['content-security-policy']).toMatch(
-      /^default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-[A-Za-z0-9+/]{43}='; form-action 'self'; frame-ancestors 'none'$/,
+      /^default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-[A-Za-z0-9+/]{43}='; form-action 'self'; frame-ancestors 'none'; base-uri 'none'$/,
     );
     expect(headers['x-frame-options']).toBe('DENY');
     const [cookie] = (await context.cookies()).filter((c) => c.name === 'mcs_session');

@@ -41,7 +41,7 @@ export const SECURITY_HEADERS: Record<string, string> = {
     'sha256',
   )
     .update(COPY_SCRIPT)
-    .digest('base64')}'; form-action 'self'; frame-ancestors 'none'`,
+    .digest('base64')}'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`,
   'x-frame-options': 'DENY',
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'same-origin',

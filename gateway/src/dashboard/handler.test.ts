@@ -210,7 +210,7 @@ describe('sign-in', () => {
     for (const path of ['/dashboard/login', '/dashboard/nope', '/dashboard/settings/api']) {
       const res = await go(path);
       expect(res.headers.get('content-security-policy')).toBe(
-        `default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-${createHash('sha256').update(COPY_SCRIPT).digest('base64')}'; form-action 'self'; frame-ancestors 'none'`,
+        `default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-${createHash('sha256').update(COPY_SCRIPT).digest('base64')}'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`,
       );
       expect(res.headers.get('x-frame-options')).toBe('DENY');
       expect(res.headers.get('cache-control')).toBe('no-store');
