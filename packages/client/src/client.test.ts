@@ -114,7 +114,8 @@ describe('a customer journey through @mcs/client', () => {
   });
 
   it('walks every page with for await, fetching pages as it goes', async () => {
-    const own = new Mcs({ apiKey: (await stack.createAccount()).secret_key, baseUrl: stack.baseUrl });
+    const ownKey = (await stack.createAccount()).secret_key;
+    const own = new Mcs({ apiKey: ownKey, baseUrl: stack.baseUrl });
     const made: Order[] = [];
     for (let i = 0; i < 7; i++) {
       made.push(
@@ -132,6 +133,18 @@ describe('a customer journey through @mcs/client', () => {
     expect(first).toMatchObject({ object: 'list', has_more: true });
     expect(first.data).toHaveLength(3);
     expect(await own.orders.list({ limit: 2 }).toArray(5)).toHaveLength(5);
+    // toArray(n) asks for no page it does not use: 6 on pages of 3 is two requests, not three.
+    let pages = 0;
+    const counted = new Mcs({
+      apiKey: ownKey,
+      baseUrl: stack.baseUrl,
+      fetch: (request) => {
+        pages++;
+        return fetch(request);
+      },
+    });
+    expect(await counted.orders.list({ limit: 3 }).toArray(6)).toHaveLength(6);
+    expect(pages).toBe(2);
     // Breaking out early stops fetching.
     let n = 0;
     for await (const _ of own.orders.list({ limit: 2 })) if (++n === 1) break;

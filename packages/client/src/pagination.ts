@@ -42,9 +42,10 @@ export class PagePromise<T extends { id: string }> implements PromiseLike<ListPa
   /** Every item of every page, at most `limit` (default 10 000) so a huge list cannot exhaust memory. */
   async toArray(limit = 10_000): Promise<T[]> {
     const items: T[] = [];
+    if (limit <= 0) return items;
     for await (const item of this) {
-      if (items.length >= limit) break;
       items.push(item);
+      if (items.length >= limit) break; // before asking for a page it would not use
     }
     return items;
   }
