@@ -528,7 +528,8 @@ export const operationMeta: Record<string, OperationMeta> = {
   },
   RotateWebhookEndpointSecret: {
     summary: 'Rotate the signing secret',
-    description: 'A new signing secret, returned in this answer only; the old one stops signing at once.',
+    description:
+      'A new signing secret, returned in this answer only. Attempts prepared from then on are signed with it; one already prepared (at most WEBHOOK_TIMEOUT + WEBHOOK_LEASE_MARGIN, 15 s by default) may still carry the old signature.',
   },
   ListWebhookDeliveries: {
     summary: 'List the deliveries to an endpoint',

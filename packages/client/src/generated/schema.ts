@@ -680,7 +680,7 @@ export interface paths {
         put?: never;
         /**
          * Rotate the signing secret
-         * @description A new signing secret, returned in this answer only; the old one stops signing at once.
+         * @description A new signing secret, returned in this answer only. Attempts prepared from then on are signed with it; one already prepared (at most WEBHOOK_TIMEOUT + WEBHOOK_LEASE_MARGIN, 15 s by default) may still carry the old signature.
          */
         post: operations["RotateWebhookEndpointSecret"];
         delete?: never;
