@@ -20,6 +20,11 @@ export interface FieldMeta {
   eventTypes?: boolean;
   example?: unknown;
   default?: unknown;
+  /**
+   * Required although the proto does not flag it: the service checks it itself, after finding
+   * the resource of the path (so an unknown one is 404 whatever the body).
+   */
+  required?: boolean;
 }
 
 export const E164 = '^\\+[1-9][0-9]{7,14}$';
@@ -199,8 +204,8 @@ export const fieldMeta: Record<string, FieldMeta> = {
   'Message.text': { description: 'The text, exactly as given.', example: 'Hello! Your order is on its way.' },
   'Message.livemode': livemode,
   'Message.created_at': createdAt,
-  'SendMessageRequest.text': text,
-  'CreateInboundMessageRequest.text': { ...text, example: 'Where is my order?' },
+  'SendMessageRequest.text': { ...text, required: true },
+  'CreateInboundMessageRequest.text': { ...text, example: 'Where is my order?', required: true },
 
   'WebhookEndpoint.url': endpointUrl,
   'WebhookEndpoint.events': endpointEvents,
@@ -355,6 +360,7 @@ export const fieldMeta: Record<string, FieldMeta> = {
     description: 'true while unhealthy: the first probe is due at once.',
   },
   'RecoverWebhookEndpointRequest.since': {
+    required: true,
     description:
       'Required. Events since this time (ISO 8601) that the endpoint did not receive are sent to it: failed, skipped, or arrived while it was disabled.',
     example: TIMESTAMP_EXAMPLE,

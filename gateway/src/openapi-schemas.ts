@@ -30,6 +30,11 @@ export interface SchemaSet {
 }
 
 /** `types`: the REST names of every event type (for fields that take one). */
+/** A request field a caller must give: flagged in the proto, or documented so (FieldMeta.required). */
+export function isRequiredInput(desc: DescMessage, f: DescField): boolean {
+  return fieldFlags(f).required || fieldMeta[`${desc.name}.${f.name}`]?.required === true;
+}
+
 export function createSchemaSet(types: readonly string[]): SchemaSet {
   const schemas: Record<string, Schema> = {};
   const owners = new Map<string, string>(); // schema name → message typeName
@@ -203,7 +208,7 @@ export function createSchemaSet(types: readonly string[]): SchemaSet {
     const fields = desc.fields.filter(
       (f) => !isInternal(f) && !fieldFlags(f).outputOnly && !skip.includes(f.name),
     );
-    const required = fields.filter((f) => fieldFlags(f).required).map((f) => f.name);
+    const required = fields.filter((f) => isRequiredInput(desc, f)).map((f) => f.name);
     return {
       type: 'object',
       additionalProperties: false,

@@ -18,7 +18,7 @@ import {
   operationMeta,
   tagMeta,
 } from './openapi-meta.ts';
-import { createSchemaSet, pascal, type Schema } from './openapi-schemas.ts';
+import { createSchemaSet, isRequiredInput, pascal, type Schema } from './openapi-schemas.ts';
 import type { Route } from './routes.ts';
 
 export type { Schema };
@@ -237,7 +237,7 @@ export function buildOpenApi(routes: Route[], serverUrl: string): OpenApiDocumen
     if (route.body) {
       const schema = inputSchema(input, pathParams);
       operation.requestBody = {
-        ...(bodyFields.some((f) => fieldFlags(f).required) ? { required: true } : {}),
+        ...(bodyFields.some((f) => isRequiredInput(input, f)) ? { required: true } : {}),
         content: { 'application/json': { schema, example: meta?.requestExample ?? example(schema) } },
       } as Operation['requestBody'];
     }

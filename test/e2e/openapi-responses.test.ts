@@ -329,7 +329,12 @@ describe('every answer and every webhook payload validates against /v1/openapi.j
     await ok('POST', `/v1/webhooks/${hookFailing.id}/enable`, {});
     failing.reply = () => ({ status: 200, body: 'ok' });
     await ok('POST', `/v1/webhooks/${hookFailing.id}/deliveries/${failingDeliveries.data[0].id}/retry`, {});
-    await ok('POST', `/v1/webhooks/${hookAll.id}/test`, { type: 'payment.failed' });
+    // A test event of every type: its sample data is validated with the real deliveries below.
+    const beforeTests = all.received.length;
+    for (const type of types) await ok('POST', `/v1/webhooks/${hookAll.id}/test`, { type });
+    await until('every test event delivered', () => all.received.length >= beforeTests + types.length, {
+      timeoutMs: 30_000,
+    });
     await ok('POST', `/v1/webhooks/${hookFailing.id}/rotate_secret`, {});
     await ok('POST', `/v1/webhooks/${hookFailing.id}`, { disabled: true });
     await ok('DELETE', `/v1/webhooks/${hookDead.id}`);

@@ -2566,7 +2566,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: {
+        requestBody: {
             content: {
                 /**
                  * @example {
@@ -2578,7 +2578,7 @@ export interface operations {
                      * @description 1 to 4096 characters (Unicode code points), not only white space.
                      * @example Hello! Your order is on its way.
                      */
-                    text?: string;
+                    text: string;
                 };
             };
         };
@@ -4077,7 +4077,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: {
+        requestBody: {
             content: {
                 /**
                  * @example {
@@ -4089,7 +4089,7 @@ export interface operations {
                      * @description 1 to 4096 characters (Unicode code points), not only white space.
                      * @example Where is my order?
                      */
-                    text?: string;
+                    text: string;
                 };
             };
         };
@@ -5103,7 +5103,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: {
+        requestBody: {
             content: {
                 /**
                  * @example {
@@ -5116,7 +5116,7 @@ export interface operations {
                      * @description Required. Events since this time (ISO 8601) that the endpoint did not receive are sent to it: failed, skipped, or arrived while it was disabled.
                      * @example 2026-01-15T09:30:00.000Z
                      */
-                    since?: string;
+                    since: string;
                 };
             };
         };

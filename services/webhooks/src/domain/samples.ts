@@ -44,6 +44,7 @@ function sampleFields(object: string, type: string): JsonObject {
       return {
         conversation: newId('conv'),
         direction: type === 'message.received' ? 'inbound' : 'outbound',
+        status: type === 'message.received' ? 'received' : 'sent',
         text: 'Hello! This is a test event from mcs.',
       };
     case 'webhook_endpoint': {
@@ -53,8 +54,14 @@ function sampleFields(object: string, type: string): JsonObject {
         events: ['order.created'],
         status,
         ...(status === 'disabled' ? { disabled_reason: 'gone' } : {}),
-        ...(status === 'enabled' ? {} : { last_error: 'HTTP 500' }),
+        ...(status === 'enabled'
+          ? {}
+          : {
+              last_error: status === 'disabled' ? 'HTTP 410' : 'HTTP 500',
+              failing_since: '2026-01-01T00:00:00Z',
+            }),
         disable_on_gone: true,
+        ordering: 'none',
       };
     }
     default:
