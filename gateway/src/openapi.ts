@@ -309,9 +309,67 @@ export function buildOpenApi(routes: Route[], serverUrl: string): OpenApiDocumen
       },
     };
   }
+  // The probe of an auto_recover endpoint: an envelope like the events', of type ping, about
+  // the endpoint (webhooks service delivery/prober.ts pingBody), recorded nowhere.
+  schemas.PingEvent = {
+    type: 'object',
+    description:
+      'The probe of an unhealthy endpoint with auto_recover: signed like any delivery, recorded nowhere (not in the event log, no delivery). A 2xx answer re-enables the endpoint and replays what it missed.',
+    required: ['id', 'object', 'type', 'created_at', 'data', 'livemode'],
+    additionalProperties: false,
+    properties: {
+      id: {
+        type: 'string',
+        pattern: idPattern('evt'),
+        examples: [idExample('evt')],
+        description: 'A new id for each probe.',
+      },
+      object: { type: 'string', const: 'event' },
+      type: { type: 'string', const: 'ping' },
+      created_at: { type: 'string', format: 'date-time' },
+      data: {
+        type: 'object',
+        required: ['object', 'id', 'url'],
+        additionalProperties: false,
+        properties: {
+          object: { type: 'string', const: 'webhook_endpoint' },
+          id: {
+            type: 'string',
+            pattern: idPattern('we'),
+            examples: [idExample('we')],
+            description: 'The endpoint probed.',
+          },
+          url: { type: 'string', examples: ['https://example.com/webhooks'], description: 'Its URL.' },
+        },
+      },
+      livemode: { type: 'boolean' },
+    },
+  };
+  const ping = { $ref: '#/components/schemas/PingEvent' };
+  webhooks.ping = {
+    post: {
+      operationId: 'PingWebhook',
+      summary: 'ping',
+      description:
+        "Only to an endpoint with auto_recover while it is unhealthy: the first WEBHOOK_PROBE_INTERVAL (5 min) after it turned unhealthy, then twice as long after each failed probe, up to 24 h. Signed with the endpoint's secret like every delivery.",
+      tags: ['Webhook events'],
+      parameters: [
+        { $ref: '#/components/parameters/ServiceSignature' },
+        { $ref: '#/components/parameters/WebhookId' },
+        { $ref: '#/components/parameters/WebhookTimestamp' },
+        { $ref: '#/components/parameters/WebhookSignature' },
+      ],
+      requestBody: {
+        content: { 'application/json': { schema: ping, example: example(ping) } },
+      } as Operation['requestBody'],
+      responses: {
+        '200': { description: 'Any 2xx answer within the time-out re-enables the endpoint.' },
+      },
+    },
+  };
   tags.set(
     'Webhook events',
-    'The events POSTed to webhook endpoints: the Event envelope with the resource in data.',
+    'The events POSTed to webhook endpoints: the Event envelope with the resource in data (and ping, the probe of an unhealthy auto_recover endpoint).',
   );
 
   const errorObject: Schema = {

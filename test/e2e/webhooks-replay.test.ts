@@ -13,6 +13,8 @@ import {
   until,
 } from '@mcs/testkit';
 import { verifyWebhook } from '@mcs/webhook-verify';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { accountApi, receiverPool, webhookTestEnv } from './account-api.ts';
 
@@ -294,6 +296,14 @@ describe('recovery with replay', () => {
     const pings = r.received.filter((g) => isPing(g.body));
     expect(pings).toHaveLength(probes);
     expect(probes).toBeGreaterThanOrEqual(3);
+    // Each as the document's PingEvent says (webhooks.ping in /v1/openapi.json).
+    const ajv = new Ajv2020({ strict: false, allErrors: true });
+    addFormats.default(ajv);
+    ajv.addSchema({
+      ...(await (await fetch(`${stack.baseUrl}/v1/openapi.json`)).json()),
+      $id: 'openapi.json',
+    });
+    const asPing = ajv.getSchema('openapi.json#/components/schemas/PingEvent')!;
     for (const p of pings) {
       const ping = verifyWebhook(ep.secret, p.body, p.headers) as Record<string, any>;
       expect(ping).toMatchObject({
@@ -301,6 +311,7 @@ describe('recovery with replay', () => {
         type: 'ping',
         data: { object: 'webhook_endpoint', id: ep.id },
       });
+      expect(asPing(ping), ajv.errorsText(asPing.errors)).toBe(true);
     }
     const gaps = pings.slice(1).map((p, i) => p.at - pings[i]!.at);
     expect(gaps[1]!).toBeGreaterThan(gaps[0]! * 1.5);

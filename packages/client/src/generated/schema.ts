@@ -851,6 +851,26 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    ping: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * ping
+         * @description Only to an endpoint with auto_recover while it is unhealthy: the first WEBHOOK_PROBE_INTERVAL (5 min) after it turned unhealthy, then twice as long after each failed probe, up to 24 h. Signed with the endpoint's secret like every delivery.
+         */
+        post: operations["PingWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "product.created": {
         parameters: {
             query?: never;
@@ -1622,6 +1642,35 @@ export interface components {
              * @example /v1/payments
              */
             url: string;
+        };
+        /** @description The probe of an unhealthy endpoint with auto_recover: signed like any delivery, recorded nowhere (not in the event log, no delivery). A 2xx answer re-enables the endpoint and replays what it missed. */
+        PingEvent: {
+            /** Format: date-time */
+            created_at: string;
+            data: {
+                /**
+                 * @description The endpoint probed.
+                 * @example we_01jdq7kx3m5w8n2c4v6b9t0r1s
+                 */
+                id: string;
+                /** @constant */
+                object: "webhook_endpoint";
+                /**
+                 * @description Its URL.
+                 * @example https://example.com/webhooks
+                 */
+                url: string;
+            };
+            /**
+             * @description A new id for each probe.
+             * @example evt_01jdq7kx3m5w8n2c4v6b9t0r1s
+             */
+            id: string;
+            livemode: boolean;
+            /** @constant */
+            object: "event";
+            /** @constant */
+            type: "ping";
         };
         Product: {
             /** @description false once archived: an archived product stays readable but cannot be ordered. */
@@ -5792,6 +5841,51 @@ export interface operations {
             };
             /** @description What a receiver answers when the signature does not verify; like every non-2xx answer it counts as a failed attempt. */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    PingWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Standard Webhooks: the id of this message (stable across retries). */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Standard Webhooks: "v1," then the base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}", keyed with the base64-decoded part of the secret after whsec_. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+                /** @description Standard Webhooks: seconds since the epoch when the attempt was signed. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description Lowercase hex HMAC-SHA256 of the raw body, keyed with the whole signing secret (whsec_ prefix included). */
+                "X-Service-Signature": components["parameters"]["ServiceSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_01jdq7kx3m5w8n2c4v6b9t0r1s",
+                 *       "object": "event",
+                 *       "type": "ping",
+                 *       "created_at": "2026-01-15T09:30:00.000Z",
+                 *       "data": {
+                 *         "object": "webhook_endpoint",
+                 *         "id": "we_01jdq7kx3m5w8n2c4v6b9t0r1s",
+                 *         "url": "https://example.com/webhooks"
+                 *       },
+                 *       "livemode": true
+                 *     }
+                 */
+                "application/json": components["schemas"]["PingEvent"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx answer within the time-out re-enables the endpoint. */
+            200: {
                 headers: {
                     [name: string]: unknown;
                 };
