@@ -242,7 +242,7 @@ ${sections}`;
 newest first:</p>
 ${codeBlock(json({ object: 'list', data: ['…'], has_more: true, url: '/v1/orders' }), 'json')}
 <table><thead><tr><th>Parameter</th><th>Meaning</th></tr></thead><tbody>
-<tr><td><code>limit</code></td><td>Objects per page: 1 to 100, 10 when absent. Anything else is <code>400</code> <a href="/docs/errors#invalid_value"><code>invalid_value</code></a> with <code>param: "limit"</code>.</td></tr>
+<tr><td><code>limit</code></td><td>Objects per page: 1 to 100, 10 when absent. Anything else is <code>400</code> with <code>param: "limit"</code>: <a href="/docs/errors#invalid_type"><code>invalid_type</code></a> for what is not a whole number, <a href="/docs/errors#invalid_value"><code>invalid_value</code></a> for a number out of that range.</td></tr>
 <tr><td><code>starting_after</code></td><td>The cursor: the <code>id</code> of the last object of the previous page. It must be an id of the listed kind (<code>ord_…</code> for orders), else <code>400</code> with <code>param: "starting_after"</code>.</td></tr>
 </tbody></table>
 <p>Ask for the next page while <code>has_more</code> is true:</p>
@@ -287,8 +287,10 @@ ${codeBlock(
 <a href="/docs/errors#invalid_idempotency_key"><code>invalid_idempotency_key</code></a>.</li>
 <li>Only successful answers are kept: a request that failed validation wrote nothing and may be retried
 with the same key once fixed.</li>
-<li>Keys belong to one account and mode and are forgotten after 24 hours. <code>GET</code> and <code>DELETE</code>
-are idempotent by nature and ignore the header.</li>
+<li>Keys belong to one account and mode, and to the kind of resource written: products, orders and
+payments share one set of keys, conversations and messages another, webhook endpoints, events and
+settings a third (a key reused across two sets is a new key in the second). They are forgotten after
+24 hours. <code>GET</code> and <code>DELETE</code> are idempotent by nature and ignore the header.</li>
 </ul>`,
   },
   {

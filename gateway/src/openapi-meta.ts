@@ -581,6 +581,8 @@ export const operationMeta: Record<string, OperationMeta> = {
     summary: 'Resend events in bulk',
     description:
       'Delivers the events of a time range (and type) again, in the background, WEBHOOK_REPLAY_RATE deliveries a second. One runs at a time per account and mode: another answers 429 rate_limit_error with Retry-After.',
+    // since and until share one example time, and until must be later.
+    requestExample: { since: '2026-01-15T09:00:00Z', until: '2026-01-15T10:00:00Z', type: 'order.created' },
   },
   GetEventResend: { summary: 'Retrieve a bulk resend', description: 'Its status and progress counts.' },
 };
@@ -603,8 +605,10 @@ export const operationErrors: Record<string, string[]> = {
   CloseConversation: ['invalid_state_transition'],
   SendMessage: ['invalid_state_transition'],
   CreateInboundMessage: ['invalid_state_transition'],
-  CreateWebhookEndpoint: ['invalid_url', 'invalid_event_type'],
-  UpdateWebhookEndpoint: ['invalid_url', 'invalid_event_type'],
+  CreateWebhookEndpoint: ['invalid_url', 'invalid_event_type', 'test_mode_only'],
+  UpdateWebhookEndpoint: ['invalid_url', 'invalid_event_type', 'test_mode_only'],
+  ResendEvent: ['invalid_state_transition'],
+  ResendEvents: ['invalid_state_transition', 'resource_missing'],
   RetryWebhookDelivery: ['invalid_state_transition'],
   SendTestWebhook: ['invalid_state_transition'],
   ListenWebhookEndpoint: ['not_a_listen_endpoint', 'listen_endpoint_in_use'],

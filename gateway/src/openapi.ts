@@ -57,19 +57,32 @@ const ERROR_NAMES: Record<number, string> = {
   403: 'Forbidden',
   404: 'NotFound',
   405: 'MethodNotAllowed',
+  408: 'RequestTimeout',
   409: 'Conflict',
   413: 'PayloadTooLarge',
   415: 'UnsupportedMediaType',
   422: 'UnprocessableEntity',
   429: 'TooManyRequests',
+  431: 'RequestHeaderFieldsTooLarge',
   500: 'InternalServerError',
   503: 'ServiceUnavailable',
 };
 
-/** The catalog codes answered with each status. */
+/**
+ * Codes of the catalog no route of this document answers: the dashboard's sign-in and the
+ * operator's `mcs accounts` commands (the accounts service) have them.
+ */
+const NOT_IN_API = new Set<string>([
+  'password_too_weak',
+  'email_taken',
+  'owner_credentials_invalid',
+  'login_throttled',
+]);
+
+/** The catalog codes the API answers, by status. */
 function codesByStatus(): Map<number, ErrorCode[]> {
   const out = new Map<number, ErrorCode[]>();
-  for (const code of Object.keys(catalog) as ErrorCode[]) {
+  for (const code of (Object.keys(catalog) as ErrorCode[]).filter((c) => !NOT_IN_API.has(c))) {
     const status = statusOf(code);
     out.set(status, [...(out.get(status) ?? []), code]);
   }
@@ -129,14 +142,16 @@ export function errorCodesOf(t: OperationTraits): Map<number, ErrorCode[]> {
         (c !== 'secret_key_required' || t.write || !t.pkReadable),
     );
   if (t.hasParams) pick(404);
-  else pick(404, (c) => c === 'route_not_found');
+  else pick(404, (c) => c === 'route_not_found' || own.includes(c));
   pick(405);
+  pick(408); // the request did not arrive in time (any route, before it is read)
   if (post) pick(413);
   // 409: a key in flight (keyed routes), and an operation's own (a listen endpoint in use).
   pick(409, (c) => (specific.has(c) ? own.includes(c) : t.keyed));
   if (t.keyed) pick(422);
   if (post && (t.keyed || t.jsonOnly)) pick(415);
   pick(429);
+  pick(431); // headers over 16 KiB (any route)
   pick(500);
   pick(503);
   return out;
@@ -383,7 +398,7 @@ export function buildOpenApi(routes: Route[], serverUrl: string): OpenApiDocumen
       },
       code: {
         type: 'string',
-        enum: Object.keys(catalog),
+        enum: Object.keys(catalog).filter((c) => !NOT_IN_API.has(c)),
         description: 'What went wrong, for programs; each is documented at doc_url.',
       },
       message: { type: 'string', description: 'What went wrong, for people.' },
@@ -465,7 +480,7 @@ export function buildOpenApi(routes: Route[], serverUrl: string): OpenApiDocumen
           in: 'header',
           required: false,
           description:
-            'A unique string chosen by the client (1 to 255 characters). Retrying with the same key within 24 hours returns the first answer (with Idempotent-Replayed: true) and changes nothing.',
+            'A unique string chosen by the client (1 to 255 characters). Retrying with the same key within 24 hours returns the first answer (with Idempotent-Replayed: true) and changes nothing. Keys are scoped to the account, the mode and the service owning the route (products, orders, payments; conversations, messages; webhook endpoints, events, settings).',
           schema: { type: 'string', minLength: 1, maxLength: 255 },
         },
         ServiceSignature: {

@@ -91,7 +91,7 @@ export const catalog = {
     type: 'invalid_request_error',
     status: 408,
     message: 'The request did not arrive in time.',
-    doc: 'The request line, headers and body must arrive within 60 seconds of the connection going quiet. The connection is closed after this answer.',
+    doc: "The request line and headers must arrive within 60 seconds of the request's start, and the whole request within 5 minutes. The connection is closed after this answer.",
   },
   route_not_found: {
     type: 'not_found_error',
