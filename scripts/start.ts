@@ -25,6 +25,7 @@
 // 10 crashes within a minute — stops the whole stack with a message naming it (exit 1). During
 // start-up, a part that exits is fatal at once (a bad configuration should not be retried).
 import { join, resolve } from 'node:path';
+import { gatewayEnvSchema } from '../gateway/src/env.ts';
 import {
   baseEnvSchema,
   booleanFlag,
@@ -35,6 +36,7 @@ import {
   servicePort,
   serviceUrl,
 } from '../packages/kit/src/config.ts';
+import { webhooksEnvSchema } from '../services/webhooks/src/env.ts';
 import { watchLauncher } from './lib/launcher.ts';
 import { findNatsServer, startNats } from './lib/nats.ts';
 import { startEmbeddedPostgres } from './lib/postgres.ts';
@@ -57,14 +59,19 @@ const ROOT = resolve(import.meta.dirname, '..');
 const DATA_DIR = join(ROOT, '.data');
 const READY_TIMEOUT_MS = 60_000;
 
+// Every part's environment, checked before any part starts: a bad value is one line naming it
+// (exit 78), not a part dying with a stack trace or a stack that never gets ready.
+parseEnv(gatewayEnvSchema);
+parseEnv(webhooksEnvSchema);
 const { HOST, PORT } = parseEnv(baseEnvSchema.pick({ HOST: true, PORT: true }));
 /** MCS_ONE_PROCESS, read as every part reads a flag; a bad value is reported by main(). */
 const ONE_PROCESS = booleanFlag.safeParse(process.env.MCS_ONE_PROCESS);
 // The webhooks service drains its delivery attempts (each at most WEBHOOK_TIMEOUT) on SIGTERM:
-// give every part that long and 5 s more before killing it.
+// give every part that long and 5 s more, and at least the 15 s a part allows itself (kit/server
+// stopGraceMs), before killing it.
 const STOP_GRACE_MS = (() => {
   try {
-    return parseDuration(process.env.WEBHOOK_TIMEOUT ?? '10s') + 5_000;
+    return Math.max(15_000, parseDuration(process.env.WEBHOOK_TIMEOUT ?? '10s') + 5_000);
   } catch {
     return 15_000;
   }

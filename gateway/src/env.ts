@@ -2,7 +2,7 @@ import { baseEnvSchema, duration, parseEnv } from '@mcs/kit/config';
 import { z } from 'zod';
 import { parseTrustedProxies } from './client-address.ts';
 
-const schema = baseEnvSchema.extend({
+export const gatewayEnvSchema = baseEnvSchema.extend({
   /** Base of every error's doc_url; default http://HOST:PORT/docs. */
   DOCS_URL: z.string().url().optional(),
   /** How long the gateway trusts a verified API key; revocations also arrive at once over NATS. */
@@ -40,7 +40,7 @@ const schema = baseEnvSchema.extend({
 });
 
 export function loadEnv(source: NodeJS.ProcessEnv = process.env) {
-  const env = parseEnv(schema, source);
+  const env = parseEnv(gatewayEnvSchema, source);
   return {
     ...env,
     docsUrl: (env.DOCS_URL ?? `http://${env.HOST}:${env.PORT}/docs`).replace(/\/$/, ''),

@@ -35,6 +35,19 @@ export interface GatewayOptions {
   local?: Partial<Record<ServiceName, Pick<ServerHandle, 'invoke'>>>;
 }
 
+/** `work`, or an error naming `what` once `ms` have passed without an answer. */
+async function within<T>(ms: number, what: string, work: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms / 1000} s`)), ms);
+  });
+  try {
+    return await Promise.race([work, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 export async function startGateway(
   env: Env,
   log: Logger,
@@ -129,7 +142,7 @@ export async function startGateway(
 
   // Revocations reach every replica at once; the cache TTL bounds staleness if NATS is down
   // (for dashboard sessions too: each re-checks its key after that TTL).
-  const nc = await connectNats(env.NATS_URL, 'gateway');
+  const nc = await connectNats(env.NATS_URL, 'gateway', log);
   const revocations = nc.subscribe(keyRevocationSubject(env.MCS_NATS_PREFIX), {
     callback: (err, msg) => {
       if (err) return;
@@ -172,10 +185,11 @@ export async function startGateway(
     docsUrl: env.docsUrl,
     log,
     pages: createPages(buildOpenApi(routes, env.docsUrl.replace(/\/docs$/, '')), async () => {
-      // Ready when both stores answer: the database and NATS.
-      await database.pool.query('select 1');
+      // Ready when both stores answer, each within 2 s (a frozen one never would): the
+      // database and NATS.
+      await within(2_000, 'PostgreSQL', database.pool.query('select 1'));
       if (nc.isClosed()) throw new Error('NATS connection closed');
-      await nc.flush();
+      await within(2_000, 'NATS', nc.flush());
     }),
     dashboard: dashboard.handle,
     listen,

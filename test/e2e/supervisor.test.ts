@@ -591,6 +591,37 @@ describe('pnpm running under the node wrapper (node_modules/.bin first on the PA
   }, 180_000);
 });
 
+describe('an environment variable with a bad value', () => {
+  it('stops pnpm start before any part starts: one line naming it, exit 78, no stack', async () => {
+    const base = await freeBasePort();
+    for (const [name, value] of [
+      ['METRICS_PORT', 'abc'],
+      ['ACCOUNTS_URL', 'garbage'],
+      ['WEBHOOK_ACK_WAIT', 'soon'],
+      ['DATABASE_POOL_SIZE', '-1'],
+    ]) {
+      const child = spawn(process.execPath, ['scripts/start.ts'], {
+        cwd: REPO_ROOT,
+        env: {
+          PATH: process.env.PATH ?? '',
+          HOME: process.env.HOME ?? '/root',
+          PORT: String(base),
+          DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none',
+          NATS_URL: 'nats://127.0.0.1:1',
+          [name!]: value!,
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let out = '';
+      child.stdout!.on('data', (c: Buffer) => (out += c));
+      child.stderr!.on('data', (c: Buffer) => (out += c));
+      const code = await new Promise((r) => child.once('exit', r));
+      expect(code, out).toBe(78);
+      expect(out, name).toMatch(new RegExp(`^invalid environment:\\n  ${name}: .+\\n$`));
+    }
+  });
+});
+
 describe('MCS_ONE_PROCESS with a value that is not a flag', () => {
   it('stops pnpm start before anything starts, with a clear message and exit 1', async () => {
     const base = await freeBasePort();
@@ -615,4 +646,43 @@ describe('MCS_ONE_PROCESS with a value that is not a flag', () => {
     expect(out).toMatch(/\[start\]\s+MCS_ONE_PROCESS must be true, false, 1 or 0 \(or unset\), not "yes"/);
     expect(out).not.toMatch(/is up|using DATABASE_URL/);
   });
+});
+
+describe('pnpm start killed -9', () => {
+  // Nothing is left to send SIGTERM: each part notices its supervisor's channel close and stops,
+  // rather than serve on as an orphan holding the ports the next `pnpm start` needs.
+  it('its parts stop on their own and none is left', async () => {
+    const [db, base] = await Promise.all([createTestDatabase(), freeBasePort()]);
+    const nats = createTestNats();
+    const start = spawn(process.execPath, ['scripts/start.ts'], {
+      cwd: REPO_ROOT,
+      env: startEnv(base, db, nats),
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    start.stdout!.on('data', (c: Buffer) => (output += c));
+    start.stderr!.on('data', (c: Buffer) => (output += c));
+    const polling = (timeoutMs: number) => ({ timeoutMs, everyMs: 50, detail: () => output.slice(-4_000) });
+    try {
+      await until('the ready line', () => output.includes('mcs is up: '), polling(120_000));
+      expect(processesOf(nats.prefix).size).toBeGreaterThanOrEqual(6);
+      start.kill('SIGKILL');
+      await until(
+        'every process of the stack gone',
+        () => processesOf(nats.prefix).size === 0,
+        polling(30_000),
+      );
+    } finally {
+      for (const pid of processesOf(nats.prefix).keys()) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // gone
+        }
+      }
+      await nats.drop().catch(() => {});
+      await db.drop().catch(() => {});
+    }
+  }, 180_000);
 });

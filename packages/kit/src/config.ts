@@ -73,6 +73,12 @@ export const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222';
 
 const port = z.coerce.number().int().min(1).max(65535);
 
+/**
+ * A part cannot start for a reason its message says whole (a store it cannot reach): logged as
+ * that one line, without a stack (kit/server runProcess).
+ */
+export class PartStartError extends Error {}
+
 /** Parses a duration like `250ms`, `30s`, `5m`, `2h` into milliseconds. */
 export function parseDuration(text: string): number {
   const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$/.exec(text);
@@ -111,6 +117,15 @@ export const baseEnvSchema = z.object({
    * (kit/linger LINGER_BATCH_EVENTS) came within EVENT_PUBLISH_LINGER; at most that means never.
    */
   EVENT_PUBLISH_LINGER_MAX: duration.default(25),
+  // Read where they are used (kit/db, kit/nats, serviceUrl); listed here so that a bad value
+  // stops every part, and `pnpm start` before it starts any, with one line naming it.
+  DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(1000).optional(),
+  NATS_STREAM_REPLICAS: z.coerce.number().int().min(1).max(5).optional(),
+  WEBHOOK_ACK_WAIT: duration.optional(),
+  ACCOUNTS_URL: z.string().url().optional(),
+  COMMERCE_URL: z.string().url().optional(),
+  MESSAGING_URL: z.string().url().optional(),
+  WEBHOOKS_URL: z.string().url().optional(),
 });
 export type BaseEnv = z.infer<typeof baseEnvSchema>;
 

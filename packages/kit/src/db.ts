@@ -6,6 +6,7 @@ import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import { customType, PgDialect } from 'drizzle-orm/pg-core';
 import pg from 'pg';
+import { PartStartError } from './config.ts';
 import { registerPoolMetrics } from './metrics.ts';
 
 /** A bytea column as Uint8Array. */
@@ -122,7 +123,10 @@ export async function migrateSchema(
   migrationsFolder: string,
   service: string,
 ): Promise<void> {
-  const lock = await database.pool.connect();
+  const lock = await database.pool.connect().catch((err: Error) => {
+    // The first connection of a part: say what could not be reached, in one line.
+    throw new PartStartError(`cannot connect to PostgreSQL (DATABASE_URL): ${err.message}`);
+  });
   try {
     await lock.query('select pg_advisory_lock(74201)');
     await migrate(database.db, { migrationsFolder, migrationsTable: `__migrations_${service}` });

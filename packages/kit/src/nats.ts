@@ -15,6 +15,7 @@ import {
   type StreamInfo,
 } from 'nats';
 import { parseDuration } from './config.ts';
+import type { Logger } from './log.ts';
 
 export interface StreamNames {
   stream: string;
@@ -38,14 +39,34 @@ export function streamNames(prefix: string): StreamNames {
   };
 }
 
-export async function connectNats(url: string, name: string): Promise<NatsConnection> {
-  return connect({
-    servers: url,
-    name,
-    maxReconnectAttempts: -1,
-    reconnectTimeWait: 500,
-    waitOnFirstConnect: true,
-  });
+/**
+ * Connects, waiting for a server that is not up yet (a part may start first); while it waits,
+ * says so every 5 s (with `log`), so a wrong NATS_URL is not a silent hang.
+ */
+export async function connectNats(url: string, name: string, log?: Logger): Promise<NatsConnection> {
+  const started = Date.now();
+  const waiting = log
+    ? setInterval(
+        () =>
+          log.warn(
+            { nats: url.replace(/\/\/[^@/]*@/g, '//'), waitedS: Math.round((Date.now() - started) / 1000) },
+            'waiting for NATS (NATS_URL) to answer',
+          ),
+        5_000,
+      )
+    : undefined;
+  waiting?.unref();
+  try {
+    return await connect({
+      servers: url,
+      name,
+      maxReconnectAttempts: -1,
+      reconnectTimeWait: 500,
+      waitOnFirstConnect: true,
+    });
+  } finally {
+    clearInterval(waiting);
+  }
 }
 
 /**

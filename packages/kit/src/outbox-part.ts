@@ -31,7 +31,7 @@ export async function startOutboxPart(opts: {
   const { name, env, log } = opts;
   const database = createDatabase(env.DATABASE_URL, { name });
   await opts.migrate(database);
-  const nc = await connectNats(env.NATS_URL, name);
+  const nc = await connectNats(env.NATS_URL, name, log);
   const names = streamNames(env.MCS_NATS_PREFIX);
   await ensureStream(await nc.jetstreamManager(), names);
   const relay = startRelay({

@@ -15,7 +15,7 @@ import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { apiError } from '@mcs/errors';
 import { grpcHealth } from '@mcs/proto';
 import { CALLER_HEADERS } from './caller.ts';
-import { parseDuration } from './config.ts';
+import { PartStartError, parseDuration } from './config.ts';
 import { createFastUnary, type FastUnary } from './fast-unary.ts';
 import { addHealthService, type HealthOptions, type HealthState } from './health.ts';
 import { settleHeap } from './heap.ts';
@@ -267,7 +267,8 @@ export async function runProcess(log: Logger, start: () => Promise<() => Promise
   try {
     stop = await start();
   } catch (err) {
-    log.fatal({ err }, 'failed to start');
+    if (err instanceof PartStartError) log.fatal(`failed to start: ${err.message}`);
+    else log.fatal({ err }, 'failed to start');
     process.exit(1);
   }
   // Loading and starting grew V8's heap to its maximum young generation; give back what is not
@@ -300,6 +301,13 @@ export async function runProcess(log: Logger, start: () => Promise<() => Promise
   };
   process.on('SIGTERM', () => onSignal('SIGTERM'));
   process.on('SIGINT', () => onSignal('SIGINT'));
+  // The supervisor's channel closed without a stop (it was killed -9): stop as if told to, rather
+  // than serve on as an orphan holding the ports the next `pnpm start` needs.
+  if (process.send) {
+    process.on('disconnect', () => {
+      if (!stopping) onSignal('supervisor gone');
+    });
+  }
 }
 
 /**

@@ -14,7 +14,7 @@ import { routes } from './routes.ts';
 export async function startAccounts(env: Env, log: Logger): Promise<StartedPart> {
   const database = createDatabase(env.DATABASE_URL, { name: 'accounts' });
   await migrateAccounts(database);
-  const nc = await connectNats(env.NATS_URL, 'accounts');
+  const nc = await connectNats(env.NATS_URL, 'accounts', log);
   const subject = keyRevocationSubject(env.MCS_NATS_PREFIX);
   const passwordSubject = ownerPasswordSubject(env.MCS_NATS_PREFIX);
   const server = await startConnectServer({

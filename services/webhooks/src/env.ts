@@ -9,7 +9,7 @@ import {
 } from '@mcs/kit/config';
 import { z } from 'zod';
 
-const schema = baseEnvSchema.extend({
+export const webhooksEnvSchema = baseEnvSchema.extend({
   WEBHOOK_TIMEOUT: duration.default(10_000),
   /**
    * Added to WEBHOOK_TIMEOUT to make a delivery's lease: how long an attempt holds it, and so how
@@ -75,7 +75,7 @@ const schema = baseEnvSchema.extend({
 });
 
 export function loadEnv(source: NodeJS.ProcessEnv = process.env) {
-  const env = parseEnv(schema, source);
+  const env = parseEnv(webhooksEnvSchema, source);
   return { ...env, port: servicePort('webhooks', source), socketPath: serviceSocket('webhooks', source) };
 }
 export type Env = ReturnType<typeof loadEnv>;

@@ -44,7 +44,7 @@ export async function startWebhooks(env: Env, log: Logger): Promise<StartedPart>
 
   const database = createDatabase(env.DATABASE_URL, { name: 'webhooks', max: 24 });
   await migrateWebhooks(database);
-  const nc = await connectNats(env.NATS_URL, 'webhooks');
+  const nc = await connectNats(env.NATS_URL, 'webhooks', log);
   const names = streamNames(env.MCS_NATS_PREFIX);
   await ensureStream(await nc.jetstreamManager(), names);
 
