@@ -142,25 +142,34 @@ function decodeMessageValue(desc: DescMessage, raw: unknown, param: string): unk
   return decodeObject(desc, raw, param);
 }
 
-/** RFC 3339 date-time (ISO 8601's profile for the Internet): the document's `format: date-time`. */
-const DATE_TIME =
-  /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.\d{1,9})?(?:[Zz]|[+-](\d{2}):(\d{2}))$/;
+/**
+ * ISO 8601 in its extended format: a date (midnight UTC), or a date and a time to the minute,
+ * second or fraction, with `Z`, an offset (`+02:00`, `+0200`, `+02`) or none (UTC). RFC 3339's
+ * date-time, which the document names, is one of these.
+ */
+const ISO_8601 =
+  /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?(?:([Zz])|([+-])(\d{2})(?::?(\d{2}))?)?)?$/;
 
 /**
- * Milliseconds since 1970 of an RFC 3339 date-time, or null for anything else: `Date.parse`
- * alone takes other shapes ("Nov 29 2026") and rolls impossible dates over (February 30th).
+ * Milliseconds since 1970 of an ISO 8601 date or date and time (ISO_8601), or null for anything
+ * else: `Date.parse` alone takes other shapes ("Nov 29 2026"), rolls impossible dates over
+ * (February 30th) and reads a time without offset in the server's zone.
  */
 export function parseTimestamp(raw: string): number | null {
-  const m = DATE_TIME.exec(raw);
+  const m = ISO_8601.exec(raw);
   if (!m) return null;
-  const [year, month, day, hour, minute, second, offH, offM] = m.slice(1).map((v) => Number(v ?? 0));
+  const [, y, mo, d, h = '0', mi = '0', sec = '0', frac = '', , sign, offH = '0', offM = '0'] = m;
+  const [year, month, day, hour, minute, second] = [y, mo, d, h, mi, sec].map(Number) as number[];
   const date = new Date(0);
   date.setUTCFullYear(year!, month! - 1, day!);
   const calendar =
     date.getUTCFullYear() === year && date.getUTCMonth() === month! - 1 && date.getUTCDate() === day;
-  if (!calendar || hour! > 23 || minute! > 59 || second! > 59 || offH! > 23 || offM! > 59) return null;
-  const ms = Date.parse(raw);
-  return Number.isNaN(ms) ? null : ms;
+  if (!calendar || hour! > 23 || minute! > 59 || second! > 59 || Number(offH) > 23 || Number(offM) > 59) {
+    return null;
+  }
+  const offset = (sign === '-' ? -1 : 1) * (Number(offH) * 60 + Number(offM)) * 60_000;
+  const millis = Number(`${frac}000`.slice(0, 3));
+  return date.getTime() + ((hour! * 60 + minute!) * 60 + second!) * 1000 + millis - (sign ? offset : 0);
 }
 
 const INT32 = [ScalarType.INT32, ScalarType.SINT32, ScalarType.SFIXED32];

@@ -126,17 +126,21 @@ describe('decode', () => {
     ).toEqual({ code: 'invalid_value', param: 'items[0].quantity' });
   });
 
-  it('takes times as RFC 3339 date-times from 1970 on, and nothing else', () => {
+  it('takes times in ISO 8601 from 1970 on, and nothing else', () => {
     const resend = (since: unknown) => decodeObject(webhooks.ResendEventsRequestSchema, { since });
-    expect(resend('2026-11-29T14:00:00.5+02:00')).toEqual({
-      since: timestampFromMs(Date.UTC(2026, 10, 29, 12, 0, 0, 500)),
-    });
-    expect(resend('1970-01-01T00:00:00Z')).toEqual({ since: timestampFromMs(0) });
+    const at = (ms: number) => ({ since: timestampFromMs(ms) });
+    expect(resend('2026-11-29T14:00:00.5+02:00')).toEqual(at(Date.UTC(2026, 10, 29, 12, 0, 0, 500)));
+    expect(resend('1970-01-01T00:00:00Z')).toEqual(at(0));
+    // Other ISO 8601 shapes: a date alone (midnight UTC), minutes only, offsets without a colon,
+    // a space for the T, no offset at all (UTC, whatever the server's zone).
+    expect(resend('2026-11-29')).toEqual(at(Date.UTC(2026, 10, 29)));
+    expect(resend('2026-11-29T14:00Z')).toEqual(at(Date.UTC(2026, 10, 29, 14)));
+    expect(resend('2026-11-29T14:00:00+0200')).toEqual(at(Date.UTC(2026, 10, 29, 12)));
+    expect(resend('2026-11-29 14:00:00.123456789')).toEqual(at(Date.UTC(2026, 10, 29, 14, 0, 0, 123)));
     for (const shape of [
       'Nov 29 2026',
       '2020',
-      '2026-11-29',
-      '2026-02-30T00:00:00Z',
+      '2026-02-30',
       '2026-11-29T24:00:00Z',
       '+010000-01-01T00:00:00Z',
       5,
