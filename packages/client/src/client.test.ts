@@ -151,6 +151,31 @@ describe('a customer journey through @mcs/client', () => {
     expect(n).toBe(1);
   });
 
+  it('resends events, one or in bulk, recovers an endpoint and sets the retry schedule', async () => {
+    const own = new Mcs({ apiKey: (await stack.createAccount()).secret_key, baseUrl: stack.baseUrl });
+    const settings = await own.webhookSettings.update({ retry_schedule: ['5s', '30s'] });
+    expect(settings).toMatchObject({ object: 'webhook_settings', custom: true });
+    expect((await own.webhookSettings.retrieve()).retry_schedule).toEqual(['5s', '30s']);
+    const since = new Date(Date.now() - 1_000).toISOString();
+    const endpoint = await own.webhooks.create({ url: receiver.url, events: ['product.created'] });
+    const product = await own.products.create({ name: 'Tea', price: 450, currency: 'EUR' });
+    let event: Awaited<ReturnType<typeof own.events.retrieve>> | undefined;
+    for (let i = 0; i < 100 && !event; i++) {
+      event = (await own.events.list({ type: 'product.created' })).data.find((e) => e.data.id === product.id);
+      if (!event) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(event).toBeDefined();
+    const resent = await own.events.resend(event!.id, { endpoint: endpoint.id });
+    // One new delivery, to the endpoint named.
+    expect(resent.object).toBe('list');
+    expect(resent.data).toHaveLength(1);
+    const bulk = await own.eventResends.create({ since, type: 'product.created' });
+    expect((await own.eventResends.retrieve(bulk.id)).id).toBe(bulk.id);
+    const recovery = await own.webhooks.recover(endpoint.id, { since });
+    expect(recovery).toMatchObject({ object: 'recovery' });
+    expect((await own.webhooks.retrieveRecovery(endpoint.id, recovery.id)).id).toBe(recovery.id);
+  });
+
   it('throws typed errors with type, code, param and Request-Id', async () => {
     const missing = await errorOf(mcs.orders.retrieve('ord_01kaaaaaaaaaaaaaaaaaaaaaaa'));
     expect(missing).toBeInstanceOf(NotFoundError);

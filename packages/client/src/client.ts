@@ -248,6 +248,16 @@ export class Mcs {
           ...init(opts),
         }),
       ),
+    /** Re-enables the endpoint if needed and sends it, in the background, what it missed since `since`. */
+    recover: (id: string, body: JsonBody<'RecoverWebhookEndpoint'>, opts?: RequestOptions) =>
+      unwrap(this.api.POST('/v1/webhooks/{id}/recover', { params: { path: { id } }, body, ...init(opts) })),
+    retrieveRecovery: (id: string, recovery: string, opts?: RequestOptions) =>
+      unwrap(
+        this.api.GET('/v1/webhooks/{id}/recoveries/{recovery}', {
+          params: { path: { id, recovery } },
+          ...init(opts),
+        }),
+      ),
     /** Verifies a delivery's signatures and returns its typed event. */
     constructEvent,
   };
@@ -260,6 +270,24 @@ export class Mcs {
         (query) => unwrap(this.api.GET('/v1/events', { params: { query }, ...init(opts) })),
         params,
       ),
+    /** Delivers the event again: a new delivery to each subscribed endpoint, or to `endpoint`. */
+    resend: (id: string, body?: JsonBody<'ResendEvent'>, opts?: RequestOptions) =>
+      unwrap(this.api.POST('/v1/events/{id}/resend', { params: { path: { id } }, body, ...init(opts) })),
+  };
+
+  /** Bulk resends: the events of a time range (and type) delivered again, in the background. */
+  readonly eventResends = {
+    create: (body: JsonBody<'ResendEvents'>, opts?: RequestOptions) =>
+      unwrap(this.api.POST('/v1/event_resends', { body, ...init(opts) })),
+    retrieve: (id: string, opts?: RequestOptions) =>
+      unwrap(this.api.GET('/v1/event_resends/{id}', { params: { path: { id } }, ...init(opts) })),
+  };
+
+  /** The account's own retry schedule (test mode). */
+  readonly webhookSettings = {
+    retrieve: (opts?: RequestOptions) => unwrap(this.api.GET('/v1/webhook_settings', { ...init(opts) })),
+    update: (body: JsonBody<'UpdateWebhookSettings'>, opts?: RequestOptions) =>
+      unwrap(this.api.POST('/v1/webhook_settings', { body, ...init(opts) })),
   };
 
   /** Simulations of the outside world; test-mode keys only. */
