@@ -164,8 +164,8 @@ describe('a customer journey through @mcs/client', () => {
       event = (await own.events.list({ type: 'product.created' })).data.find((e) => e.data.id === product.id);
       if (!event) await new Promise((r) => setTimeout(r, 50));
     }
-    expect(event).toBeDefined();
-    const resent = await own.events.resend(event!.id, { endpoint: endpoint.id });
+    if (!event) throw new Error('no product.created event listed');
+    const resent = await own.events.resend(event.id, { endpoint: endpoint.id });
     // One new delivery, to the endpoint named.
     expect(resent.object).toBe('list');
     expect(resent.data).toHaveLength(1);
