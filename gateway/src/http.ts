@@ -82,6 +82,22 @@ function sendBytes(
 }
 
 /**
+ * A browser's CORS preflight for a path publishable keys may read: any origin may send the key
+ * in Authorization (no cookies are involved, so `*` exposes nothing). Secret-key routes get no
+ * preflight answer, so browsers never send them.
+ */
+function preflight(res: ServerResponse, methods: string[]): void {
+  res.writeHead(204, {
+    allow: [...methods, 'OPTIONS'].join(', '),
+    'access-control-allow-origin': '*',
+    'access-control-allow-methods': methods.join(', '),
+    'access-control-allow-headers': 'Authorization',
+    'access-control-max-age': '7200',
+  });
+  res.end();
+}
+
+/**
  * The request's body, up to MAX_BODY. With 'data' and 'end' listeners rather than `for await`:
  * the stream's async iterator allocated 3.7 KB per request, a fourteenth of all the gateway
  * allocated per keyed order.
@@ -288,6 +304,11 @@ export function createHandler(deps: GatewayDeps) {
       const match = deps.match(method, path);
       if (match.kind === 'not_found') throw fail('route_not_found', { message: `No route for ${path}.` });
       if (match.kind === 'method_not_allowed') {
+        // A preflight for a method publishable keys may call; any other (a POST, which browsers
+        // send unasked once a preflight passes) is refused by the 405 below, which carries no CORS.
+        const wants = req.headers['access-control-request-method'];
+        if (method === 'OPTIONS' && wants !== undefined && match.browser.includes(wants))
+          return preflight(res, match.browser);
         const allow = match.allow.join(', ');
         throw fail(
           'method_not_allowed',
@@ -297,6 +318,12 @@ export function createHandler(deps: GatewayDeps) {
       }
       const { route, params } = match;
       routeLabel = route.path;
+      // A storefront's page reads the catalog with its publishable key; its answers, errors
+      // included, are readable cross-origin. Keys travel in Authorization, never in cookies.
+      if (route.publishable && req.headers.origin !== undefined) {
+        res.setHeader('access-control-allow-origin', '*');
+        res.setHeader('access-control-expose-headers', 'Request-Id, Retry-After');
+      }
 
       const principal = await admit(req);
       if (!principal.secret && !route.publishable)

@@ -20,7 +20,27 @@ describe('routes from proto options', () => {
   });
 
   it('answers 405 with the allowed methods, and 404 for unknown paths', () => {
-    expect(match('PUT', '/v1/orders')).toEqual({ kind: 'method_not_allowed', allow: ['POST', 'GET'] });
+    expect(match('PUT', '/v1/orders')).toEqual({
+      kind: 'method_not_allowed',
+      allow: ['GET', 'HEAD', 'POST'],
+      browser: [],
+    });
+    // Allow names every method the path answers: HEAD with GET, PATCH where POST updates.
+    expect(match('PUT', '/v1/webhooks/we_1')).toEqual({
+      kind: 'method_not_allowed',
+      allow: ['GET', 'HEAD', 'POST', 'PATCH', 'DELETE'],
+      browser: [],
+    });
+    expect(match('GET', '/v1/orders/ord_1/cancel')).toEqual({
+      kind: 'method_not_allowed',
+      allow: ['POST'],
+      browser: [],
+    });
+    // The catalog's paths are the ones a browser may call with a publishable key.
+    expect(match('OPTIONS', '/v1/products/prod_1')).toMatchObject({
+      kind: 'method_not_allowed',
+      browser: ['GET', 'HEAD'],
+    });
     expect(match('GET', '/v1/nothing')).toEqual({ kind: 'not_found' });
     expect(match('GET', '/v1/orders/a/b/c')).toEqual({ kind: 'not_found' });
     expect(match('GET', '/v1/orders/%E0%A4%A')).toEqual({ kind: 'not_found' });
@@ -28,6 +48,7 @@ describe('routes from proto options', () => {
 
   it('accepts PATCH only where POST updates a resource', () => {
     expect(match('PATCH', '/v1/orders').kind).toBe('method_not_allowed');
+    expect(match('HEAD', '/v1/orders').kind).toBe('route');
     const update = match('PATCH', '/v1/webhooks/we_1');
     expect(update.kind === 'route' && update.route.method.name).toBe('UpdateWebhookEndpoint');
     // An action under a resource is a POST, not an update.

@@ -66,7 +66,8 @@ export function buildRoutes(): Route[] {
 
 export type Match =
   | { kind: 'route'; route: Route; params: Record<string, string> }
-  | { kind: 'method_not_allowed'; allow: string[] }
+  /** `browser`: the methods of the path publishable keys may call, which browsers may reach (CORS). */
+  | { kind: 'method_not_allowed'; allow: string[]; browser: string[] }
   | { kind: 'not_found' };
 
 /** An update: POST to a resource's own path (`/v1/things/{id}`). */
@@ -125,6 +126,20 @@ function search(routes: Route[], httpMethod: string, path: string): Match {
   const wanted = httpMethod === 'PATCH' ? 'POST' : httpMethod === 'HEAD' ? 'GET' : httpMethod;
   const hit = top.find((c) => c.route.httpMethod === wanted && (httpMethod !== 'PATCH' || isUpdate(c.route)));
   if (hit) return { kind: 'route', route: hit.route, params: hit.params };
-  const allow = [...new Set(top.map((c) => c.route.httpMethod))];
-  return { kind: 'method_not_allowed', allow };
+  return {
+    kind: 'method_not_allowed',
+    allow: allowed(top.map((c) => c.route)),
+    browser: allowed(top.filter((c) => c.route.publishable).map((c) => c.route)),
+  };
+}
+
+/** The methods a path answers, as `Allow` names them: HEAD with GET, PATCH with an update. */
+function allowed(routes: Route[]): string[] {
+  const methods = new Set<string>();
+  for (const route of routes) {
+    methods.add(route.httpMethod);
+    if (route.httpMethod === 'GET') methods.add('HEAD');
+    if (isUpdate(route)) methods.add('PATCH');
+  }
+  return ['GET', 'HEAD', 'POST', 'PATCH', 'DELETE'].filter((m) => methods.has(m));
 }

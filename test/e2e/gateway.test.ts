@@ -146,7 +146,7 @@ describe('errors', () => {
     expectError(await call('GET', '/v1/nowhere'), 404, 'not_found_error', 'route_not_found');
     const wrong = await call('PUT', '/v1/orders', { body: {} });
     expectError(wrong, 405, 'invalid_request_error', 'method_not_allowed');
-    expect(wrong.headers.get('allow')).toBe('POST, GET');
+    expect(wrong.headers.get('allow')).toBe('GET, HEAD, POST');
     expectError(
       await call('POST', '/v1/orders', { raw: '{"customer":' }),
       400,
