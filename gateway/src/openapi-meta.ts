@@ -174,7 +174,10 @@ export const fieldMeta: Record<string, FieldMeta> = {
   'Payment.amount': money("Always the order's total.", 900),
   'Payment.currency': currency,
   'Payment.status': { description: 'pending until the provider answers, then succeeded or failed.' },
-  'Payment.failure_message': { description: 'Why the payment failed; null unless status is failed.' },
+  'Payment.failure_message': {
+    description:
+      'Why the payment failed; null unless status is failed. Besides the provider’s reasons: its order was cancelled, or paid by another payment, before it settled.',
+  },
   'Payment.livemode': livemode,
   'Payment.created_at': createdAt,
   'Payment.updated_at': updatedAt,
@@ -463,7 +466,11 @@ export const operationMeta: Record<string, OperationMeta> = {
   },
   GetOrder: { summary: 'Retrieve an order' },
   ListOrders: { summary: 'List orders', description: 'Newest first.' },
-  CancelOrder: { summary: 'Cancel an order', description: 'pending → cancelled (order.updated).' },
+  CancelOrder: {
+    summary: 'Cancel an order',
+    description:
+      'pending → cancelled (order.updated). The order’s pending payments can no longer settle: each fails (payment.failed).',
+  },
   FulfillOrder: { summary: 'Fulfill an order', description: 'paid → fulfilled (order.updated).' },
   RefundOrder: { summary: 'Refund an order', description: 'paid → refunded (order.updated).' },
   CreatePayment: {
@@ -475,7 +482,7 @@ export const operationMeta: Record<string, OperationMeta> = {
   CompletePayment: {
     summary: 'Complete a payment (test helper)',
     description:
-      'Simulates the provider confirming the payment: pending → succeeded (payment.completed), and its order pending → paid (order.updated). Test-mode keys only.',
+      'Simulates the provider confirming the payment: pending → succeeded (payment.completed), and its order pending → paid (order.updated); the order’s other pending payments fail (payment.failed). Test-mode keys only.',
   },
   FailPayment: {
     summary: 'Fail a payment (test helper)',

@@ -11,7 +11,6 @@ interface Owned {
   livemode: PgColumn;
 }
 
-/** Rows of the caller's account and mode: every query of a service goes through here. */
 /**
  * The time of a change to a row whose last change was at `previous`, taken once the row is
  * locked: now, or a millisecond after `previous` should the clock say otherwise. Read before the
@@ -22,6 +21,7 @@ export function changedAt(previous: Date, now: Date = new Date()): Date {
   return now.getTime() > previous.getTime() ? now : new Date(previous.getTime() + 1);
 }
 
+/** Rows of the caller's account and mode: every query of a service goes through here. */
 export function ownedBy(t: Owned, caller: Caller, ...more: Array<SQL | undefined>): SQL {
   return and(eq(t.accountId, caller.accountId), eq(t.livemode, caller.livemode), ...more)!;
 }

@@ -251,7 +251,7 @@ export interface paths {
         put?: never;
         /**
          * Cancel an order
-         * @description pending → cancelled (order.updated).
+         * @description pending → cancelled (order.updated). The order’s pending payments can no longer settle: each fails (payment.failed).
          */
         post: operations["CancelOrder"];
         delete?: never;
@@ -424,7 +424,7 @@ export interface paths {
         put?: never;
         /**
          * Complete a payment (test helper)
-         * @description Simulates the provider confirming the payment: pending → succeeded (payment.completed), and its order pending → paid (order.updated). Test-mode keys only.
+         * @description Simulates the provider confirming the payment: pending → succeeded (payment.completed), and its order pending → paid (order.updated); the order’s other pending payments fail (payment.failed). Test-mode keys only.
          */
         post: operations["CompletePayment"];
         delete?: never;
@@ -1546,7 +1546,7 @@ export interface components {
              * @example EUR
              */
             currency: string;
-            /** @description Why the payment failed; null unless status is failed. */
+            /** @description Why the payment failed; null unless status is failed. Besides the provider’s reasons: its order was cancelled, or paid by another payment, before it settled. */
             failure_message: string | null;
             /** @example pay_01jdq7kx3m5w8n2c4v6b9t0r1s */
             id: string;

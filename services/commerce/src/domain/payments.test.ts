@@ -1,10 +1,19 @@
 import type { Caller } from '@mcs/kit/caller';
-import { apiErrorOf, freshDatabase, type MigratedDatabase } from '@mcs/testkit';
+import { apiErrorOf, freshDatabase, type MigratedDatabase, secondWaitsForFirst } from '@mcs/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrateCommerce } from '../db/migrate.ts';
 import { createSandboxPaymentProvider, SANDBOX_DECLINE } from '../providers/sandbox.ts';
 import { createOrder, getOrder, transitionOrder } from './orders.ts';
-import { completeTestPayment, createPayment, failTestPayment, getPayment, listPayments } from './payments.ts';
+import {
+  cancelOrder,
+  completeTestPayment,
+  createPayment,
+  failTestPayment,
+  getPayment,
+  listPayments,
+  orderCancelledMessage,
+  paidByAnotherMessage,
+} from './payments.ts';
 
 let db: MigratedDatabase;
 beforeAll(async () => {
@@ -32,6 +41,8 @@ const complete = (id: string, c: Caller = caller) =>
   db.db.transaction((tx) => completeTestPayment(tx, c, id, sandbox));
 const fail = (id: string, message?: string, c: Caller = caller) =>
   db.db.transaction((tx) => failTestPayment(tx, c, id, sandbox, message));
+const cancel = (orderId: string, c: Caller = caller) =>
+  db.db.transaction((tx) => cancelOrder(tx, c, orderId));
 
 describe('creating payments', () => {
   it("opens a pending payment for the order's total at the sandbox", async () => {
@@ -69,7 +80,7 @@ describe('creating payments', () => {
 
   it('takes payments only for pending orders', async () => {
     const o = await newOrder();
-    await db.db.transaction((tx) => transitionOrder(tx, caller, o.id, 'cancel'));
+    await cancel(o.id);
     const e = await apiErrorOf(pay(o.id));
     expect([e.code, e.param]).toEqual(['invalid_state_transition', 'order']);
     expect(e.err.rawMessage).toMatch(/is cancelled/);
@@ -108,29 +119,100 @@ describe('settling payments', () => {
     expect((await apiErrorOf(fail(third.id, 'x'.repeat(501)))).param).toBe('failure_message');
   });
 
-  it('lets at most one payment of an order succeed, even concurrently', async () => {
+  it('lets at most one payment of an order succeed, even concurrently; the others fail', async () => {
     const o = await newOrder();
     const ps = [await pay(o.id), await pay(o.id), await pay(o.id)];
     const results = await Promise.allSettled(ps.map((p) => complete(p.id)));
-    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    const won = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+    expect(won).toHaveLength(1);
+    for (const r of results) {
+      if (r.status === 'rejected')
+        expect((await apiErrorOf(Promise.reject(r.reason))).code).toBe('invalid_state_transition');
+    }
+    const winner = won[0]!.payment.id;
+    expect(won[0]!.voided.map((p) => p.id).sort()).toEqual(
+      ps
+        .map((p) => p.id)
+        .filter((id) => id !== winner)
+        .sort(),
+    );
     const all = (await listPayments(db.db, caller, { order: o.id })).data;
-    expect(all.filter((p) => p.status === 'succeeded')).toHaveLength(1);
-    expect(all.filter((p) => p.status === 'pending')).toHaveLength(2);
+    expect(all.filter((p) => p.status === 'succeeded').map((p) => p.id)).toEqual([winner]);
+    const losers = all.filter((p) => p.status === 'failed');
+    expect(losers).toHaveLength(2);
+    for (const p of losers) {
+      expect(p.failureMessage).toBe(paidByAnotherMessage(o.id, winner));
+      expect(p.version).toBe(1); // its payment.failed
+      expect(p.updatedAt.getTime()).toBeGreaterThanOrEqual(p.createdAt.getTime());
+    }
     // The database holds the invariant even against a write that skips the rules.
-    const loser = all.find((p) => p.status === 'pending')!;
+    const loser = losers[0]!;
     await expect(
       db.pool.query(`update commerce.payments set status = 'succeeded' where id = $1`, [loser.id]),
     ).rejects.toThrow(/payments_one_success_idx/);
   });
 
-  it('refuses to complete a payment whose order was cancelled meanwhile', async () => {
+  it("fails an order's pending payments when it is cancelled, and settles none of them after", async () => {
     const o = await newOrder();
-    const payment = await pay(o.id);
-    await db.db.transaction((tx) => transitionOrder(tx, caller, o.id, 'cancel'));
-    const e = await apiErrorOf(complete(payment.id));
+    const declined = await pay(o.id);
+    await fail(declined.id);
+    const [a, b] = [await pay(o.id), await pay(o.id)];
+    const { order, voided } = await cancel(o.id);
+    expect(order.status).toBe('cancelled');
+    expect(voided.map((p) => p.id).sort()).toEqual([a.id, b.id].sort());
+    for (const p of voided) {
+      expect(p).toMatchObject({ status: 'failed', failureMessage: orderCancelledMessage(o.id), version: 1 });
+    }
+    // The payment that had failed before keeps its own outcome.
+    expect(await getPayment(db.db, caller, declined.id)).toMatchObject({
+      failureMessage: SANDBOX_DECLINE,
+      version: 1,
+    });
+    const e = await apiErrorOf(complete(a.id));
     expect(e.code).toBe('invalid_state_transition');
-    expect(e.err.rawMessage).toMatch(/from cancelled to paid/);
-    expect((await getPayment(db.db, caller, payment.id)).status).toBe('pending');
+    expect(e.err.rawMessage).toMatch(/from failed to succeeded/);
+    expect((await getOrder(db.db, caller, o.id)).status).toBe('cancelled');
+    // Cancelling twice changes nothing.
+    expect((await apiErrorOf(cancel(o.id))).code).toBe('invalid_state_transition');
+  });
+
+  it('fails a payment opened while the cancel waited for the order', async () => {
+    const o = await newOrder();
+    const [opened, { voided }] = await secondWaitsForFirst(
+      db,
+      (tx) => createPayment(tx, caller, { order: o.id }, sandbox, clock()),
+      (tx) => cancelOrder(tx, caller, o.id),
+    );
+    expect(voided.map((p) => p.id)).toEqual([opened.id]);
+    expect((await getPayment(db.db, caller, opened.id)).status).toBe('failed');
+  });
+
+  it('leaves no payment pending on a settled order, whatever runs at once', async () => {
+    // Cancels, completions, declines and new payments of one order, all at once, several times:
+    // each ends in an answer or a refusal (never a deadlock), and once the order left pending
+    // none of its payments is pending.
+    for (let round = 0; round < 8; round++) {
+      const o = await newOrder();
+      const ps = [await pay(o.id), await pay(o.id), await pay(o.id)];
+      const racers: Array<Promise<unknown>> = [
+        complete(ps[0]!.id),
+        cancel(o.id),
+        complete(ps[1]!.id),
+        fail(ps[2]!.id),
+        pay(o.id),
+        pay(o.id),
+      ];
+      for (const r of await Promise.allSettled(racers)) {
+        if (r.status === 'rejected') {
+          expect((await apiErrorOf(Promise.reject(r.reason))).code).toBe('invalid_state_transition');
+        }
+      }
+      const status = (await getOrder(db.db, caller, o.id)).status;
+      expect(['paid', 'cancelled']).toContain(status);
+      const all = (await listPayments(db.db, caller, { order: o.id, limit: 100 })).data;
+      expect(all.filter((p) => p.status === 'pending')).toEqual([]);
+      expect(all.filter((p) => p.status === 'succeeded')).toHaveLength(status === 'paid' ? 1 : 0);
+    }
   });
 
   it('serves test helpers to test mode only, and to the owner only', async () => {
@@ -176,7 +258,7 @@ describe('resource versions (per_resource ordering)', () => {
     expect(fulfilled.version).toBe(3);
     expect((await getOrder(db.db, caller, o.id)).version).toBe(3);
     // A refused change draws no version.
-    await expect(db.db.transaction((tx) => transitionOrder(tx, caller, o.id, 'cancel'))).rejects.toThrow();
+    await expect(cancel(o.id)).rejects.toThrow();
     expect((await getOrder(db.db, caller, o.id)).version).toBe(3);
     const failed = await fail((await pay((await newOrder()).id)).id);
     expect(failed.payment.version).toBe(1); // payment.failed

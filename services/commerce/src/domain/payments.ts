@@ -1,14 +1,19 @@
 // Payment rules: one payment pays one pending order in full; a provider opens it; its outcome
 // settles it (succeeded: the order becomes paid in the same transaction; failed: the order stays
 // pending and may be paid again). At most one payment per order ever succeeds: the order's row
-// lock orders the settlements, and a partial unique index backs it in the database.
+// lock orders the settlements, and a partial unique index backs it in the database. A payment
+// that can no longer settle, because its order was cancelled or paid by another payment, fails
+// in the same transaction with a message saying why: no payment stays pending for ever.
+//
+// Locks: every path that locks an order's payments and the order takes the order's pending
+// payments first, in id order (lockPendingPayments), then the order.
 import { apiError } from '@mcs/errors';
 import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
 import { isId, newId } from '@mcs/kit/ids';
 import { changedAt, ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
 import { optionalText, requireInteger, requireText } from '@mcs/kit/validate';
-import { desc, eq, lt, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, lt, sql } from 'drizzle-orm';
 import { payments } from '../db/schema.ts';
 import type {
   PaymentOutcome,
@@ -124,11 +129,72 @@ export async function listPayments(
   return { data: rows.slice(0, limit) as Payment[], hasMore: rows.length > limit };
 }
 
+/** The failure message of a pending payment whose order was cancelled. */
+export function orderCancelledMessage(orderId: string): string {
+  return `Order ${orderId} was cancelled before the payment settled.`;
+}
+
+/** The failure message of a pending payment whose order another payment paid. */
+export function paidByAnotherMessage(orderId: string, paymentId: string): string {
+  return `Order ${orderId} was paid by payment ${paymentId} before this payment settled.`;
+}
+
+/**
+ * Locks the order's pending payments until `tx` ends, in id order: the first lock of every path
+ * that settles or voids payments, so two of them never wait for each other in a cycle.
+ */
+function lockPendingPayments(tx: Tx, caller: Caller, orderId: string): Promise<Payment[]> {
+  return tx
+    .select()
+    .from(payments)
+    .where(ownedBy(payments, caller, and(eq(payments.orderId, orderId), eq(payments.status, 'pending'))))
+    .orderBy(asc(payments.id))
+    .for('update') as Promise<Payment[]>;
+}
+
+/** Fails locked pending payments whose order's change means they can never settle. */
+async function voidPayments(tx: Tx, locked: Payment[], failureMessage: string, now?: Date) {
+  const voided: Payment[] = [];
+  for (const p of locked) {
+    const [row] = await tx
+      .update(payments)
+      .set({
+        status: 'failed',
+        failureMessage,
+        updatedAt: changedAt(p.updatedAt, now),
+        // Its payment.failed is the payment's next version (schema.ts `version`).
+        version: sql`${payments.version} + 1`,
+      })
+      .where(eq(payments.id, p.id))
+      .returning();
+    voided.push(row as Payment);
+  }
+  return voided;
+}
+
+/**
+ * Cancels a pending order (pending → cancelled). Its pending payments fail with a message saying
+ * so, as nothing can settle them now; each owes a payment.failed.
+ */
+export async function cancelOrder(
+  tx: Tx,
+  caller: Caller,
+  id: string,
+  now?: Date,
+): Promise<{ order: Order; voided: Payment[] }> {
+  const pending = await lockPendingPayments(tx, caller, id);
+  const order = await transitionOrder(tx, caller, id, 'cancel', now);
+  // Payments opened while this waited for the order's lock committed before it was granted.
+  const opened = await lockPendingPayments(tx, caller, id);
+  const all = [...pending, ...opened.filter((p) => !pending.some((q) => q.id === p.id))];
+  return { order, voided: await voidPayments(tx, all, orderCancelledMessage(id), now) };
+}
+
 /**
  * Applies the provider's outcome to a pending payment. Succeeded: the order goes pending → paid
  * in the same transaction (and if it cannot, e.g. it was cancelled or another payment paid it,
- * nothing changes and the error says why). Failed: the order is untouched. Returns the order
- * when it changed.
+ * nothing changes and the error says why), and the order's other pending payments fail (`voided`).
+ * Failed: the order is untouched. Returns the order when it changed.
  */
 export async function settlePayment(
   tx: Tx,
@@ -136,19 +202,20 @@ export async function settlePayment(
   id: string,
   outcomeOf: (payment: Payment) => PaymentOutcome,
   now?: Date,
-): Promise<{ payment: Payment; order: Order | undefined }> {
-  // Payment first, then its order: every path that locks both takes them in this order.
+): Promise<{ payment: Payment; order: Order | undefined; voided: Payment[] }> {
   if (!isId('pay', id)) throw missing(id);
-  const [current] = (await tx
+  const [found] = (await tx
     .select()
     .from(payments)
-    .where(ownedRow(payments, caller, id))
-    .for('update')) as Payment[];
-  if (!current) throw missing(id);
-  const outcome = outcomeOf(current);
-  if (current.status !== 'pending') {
+    .where(ownedRow(payments, caller, id))) as Payment[];
+  if (!found) throw missing(id);
+  const outcome = outcomeOf(found);
+  const pending = await lockPendingPayments(tx, caller, found.orderId);
+  const current = pending.find((p) => p.id === id);
+  if (!current) {
+    const [settled] = await tx.select().from(payments).where(eq(payments.id, id));
     throw apiError('invalid_state_transition', {
-      message: `Payment ${id} cannot go from ${current.status} to ${outcome.status}: only pending payments settle.`,
+      message: `Payment ${id} cannot go from ${settled?.status ?? found.status} to ${outcome.status}: only pending payments settle.`,
     });
   }
   const at = changedAt(current.updatedAt, now);
@@ -167,7 +234,9 @@ export async function settlePayment(
     })
     .where(eq(payments.id, current.id))
     .returning();
-  return { payment: row as Payment, order };
+  const others = pending.filter((p) => p.id !== id);
+  const voided = order ? await voidPayments(tx, others, paidByAnotherMessage(order.id, id), at) : [];
+  return { payment: row as Payment, order, voided };
 }
 
 function requireTestMode(caller: Caller): void {

@@ -12,6 +12,7 @@ import {
   type OrderTransition,
   transitionOrder,
 } from '../domain/orders.ts';
+import { cancelOrder } from '../domain/payments.ts';
 import { createOnce, emit, eventOf, orderStatusOf, toProtoOrder, write } from './proto.ts';
 
 export function orderHandlers(deps: Deps): ServiceImpl<typeof commerce.OrderService> {
@@ -63,7 +64,14 @@ export function orderHandlers(deps: Deps): ServiceImpl<typeof commerce.OrderServ
       });
     },
     async cancelOrder(req, ctx) {
-      return transition(ctx, callerOf(ctx), req.id, 'cancel');
+      const caller = callerOf(ctx);
+      return write(deps, ctx, caller, async (tx) => {
+        const { order, voided } = await cancelOrder(tx, caller, req.id);
+        await emit(tx, caller, { type: events.EventType.ORDER_UPDATED, order });
+        for (const payment of voided)
+          await emit(tx, caller, { type: events.EventType.PAYMENT_FAILED, payment });
+        return toProtoOrder(order);
+      });
     },
     async fulfillOrder(req, ctx) {
       return transition(ctx, callerOf(ctx), req.id, 'fulfill');

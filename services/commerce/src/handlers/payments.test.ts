@@ -79,6 +79,32 @@ describe('PaymentService', () => {
     expect(list.data.map((p) => p.id)).toEqual([payment.id]);
   });
 
+  it('fails the pending payments an order can no longer take: payment.failed for each', async () => {
+    const orders = svc.client(commerce.OrderService);
+    const payments = svc.client(commerce.PaymentService);
+    const helpers = svc.client(commerce.PaymentTestHelperService);
+    // Cancelled: its one pending payment fails with the order's updated event.
+    const cancelledOrder = await orders.createOrder(orderInput, { headers });
+    const open = await payments.createPayment({ order: cancelledOrder.id }, { headers });
+    const cancelled = await orders.cancelOrder({ id: cancelledOrder.id }, { headers });
+    const voided = await svc.h.events.waitFor((e) => e.data.value?.id === open.id);
+    expect(voided.type).toBe(T.PAYMENT_FAILED);
+    const failed = voided.data.value as commerce.Payment;
+    expect(failed).toMatchObject({ status: commerce.PaymentStatus.FAILED });
+    expect(failed.failureMessage).toMatch(/was cancelled/);
+    expect(await payments.getPayment({ id: open.id }, { headers })).toEqual(failed);
+    expect(svc.h.events.about(cancelledOrder.id).at(-1)?.data.value).toEqual(cancelled);
+    // Paid by one of two: the other fails, naming the one that paid.
+    const order = await orders.createOrder(orderInput, { headers });
+    const first = await payments.createPayment({ order: order.id }, { headers });
+    const second = await payments.createPayment({ order: order.id }, { headers });
+    await helpers.completePayment({ id: second.id }, { headers });
+    const lost = await svc.h.events.waitFor((e) => e.data.value?.id === first.id);
+    expect(lost.type).toBe(T.PAYMENT_FAILED);
+    expect((lost.data.value as commerce.Payment).failureMessage).toContain(second.id);
+    expect(svc.h.events.about(first.id)).toHaveLength(1);
+  });
+
   it('answers test helpers in test mode only, and payments to their account only', async () => {
     const orders = svc.client(commerce.OrderService);
     const payments = svc.client(commerce.PaymentService);

@@ -53,14 +53,17 @@ export function paymentHandlers(deps: Deps): ServiceImpl<typeof commerce.Payment
 }
 
 export function paymentTestHelperHandlers(deps: Deps): ServiceImpl<typeof commerce.PaymentTestHelperService> {
-  /** A settled payment's events: its own, and order.updated when the order became paid. */
+  /**
+   * A settled payment's events: its own, order.updated when the order became paid, and
+   * payment.failed for each other pending payment of the order, which can no longer settle.
+   */
   const settled = (
     ctx: HandlerContext,
     caller: Caller,
-    settle: (tx: Tx) => Promise<{ payment: Payment; order: Order | undefined }>,
+    settle: (tx: Tx) => Promise<{ payment: Payment; order: Order | undefined; voided: Payment[] }>,
   ) =>
     write(deps, ctx, caller, async (tx) => {
-      const { payment, order } = await settle(tx);
+      const { payment, order, voided } = await settle(tx);
       await emit(tx, caller, {
         type:
           payment.status === 'succeeded'
@@ -69,6 +72,9 @@ export function paymentTestHelperHandlers(deps: Deps): ServiceImpl<typeof commer
         payment,
       });
       if (order) await emit(tx, caller, { type: events.EventType.ORDER_UPDATED, order });
+      for (const other of voided) {
+        await emit(tx, caller, { type: events.EventType.PAYMENT_FAILED, payment: other });
+      }
       return toProtoPayment(payment);
     });
 

@@ -554,7 +554,8 @@ export declare type Payment = Message<"mcs.commerce.v1.Payment"> & {
   status: PaymentStatus;
 
   /**
-   * Why the payment failed, once status is failed.
+   * Why the payment failed, once status is failed: the provider's reason, or that its order was
+   * cancelled or paid by another payment before it settled.
    *
    * @generated from field: optional string failure_message = 6;
    */
@@ -862,7 +863,7 @@ export declare const OrderService: GenService<{
     output: typeof ListOrdersResponseSchema;
   },
   /**
-   * pending → cancelled.
+   * pending → cancelled. The order's pending payments fail (payment.failed).
    *
    * @generated from rpc mcs.commerce.v1.OrderService.CancelOrder
    */
