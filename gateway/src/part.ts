@@ -42,7 +42,12 @@ async function within<T>(ms: number, what: string, work: Promise<T>): Promise<T>
     timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms / 1000} s`)), ms);
   });
   try {
-    return await Promise.race([work, late]);
+    return await Promise.race([
+      work.catch((err: Error) => {
+        throw new Error(`${what}: ${err.message}`);
+      }),
+      late,
+    ]);
   } finally {
     clearTimeout(timer);
   }
@@ -188,7 +193,7 @@ export async function startGateway(
       // Ready when both stores answer, each within 2 s (a frozen one never would): the
       // database and NATS.
       await within(2_000, 'PostgreSQL', database.pool.query('select 1'));
-      if (nc.isClosed()) throw new Error('NATS connection closed');
+      if (nc.isClosed()) throw new Error('NATS: connection closed');
       await within(2_000, 'NATS', nc.flush());
     }),
     dashboard: dashboard.handle,

@@ -104,6 +104,8 @@ it(
     }
     // Calls that still reached a service after the gateway had seen the outage (its circuits).
     const reached = (await unavailableCalls(stack)) - (reachedBefore ?? 0);
+    const ready = await fetch(`${stack.baseUrl}/readyz`, { signal: AbortSignal.timeout(10_000) });
+    const readiness = `${ready.status} ${await ready.text()}`;
     await pg.start();
     const upAt = Date.now();
     const recoveredAt = await until(
@@ -130,6 +132,7 @@ it(
     for (const d of settled) {
       expect(d, 'answer while PostgreSQL is down').toMatchObject({ status: 503, type: 'api_error' });
     }
+    expect(readiness).toMatch(/^503 not ready: PostgreSQL/);
     // The issue's bound, 100 ms, for 99 % of the answers (on a shared 2-core box a few wait for
     // the CPU), and none anywhere near a hang.
     expect(
