@@ -194,8 +194,18 @@ export function createHandler(deps: GatewayDeps) {
   async function decode(req: IncomingMessage, route: Route, params: Record<string, string>, url: URL) {
     if (!route.body) {
       const query: Record<string, string> = {};
-      for (const [k, v] of url.searchParams) query[k] = v;
-      return { init: decodeParams(route.method.input, { ...query, ...params }), json: {} as unknown };
+      for (const [k, v] of url.searchParams) {
+        // Given twice, one value would be silently dropped (`?status=pending&status=paid`).
+        if (Object.hasOwn(query, k)) {
+          throw new DecodeError(
+            'invalid_value',
+            k,
+            `${k.slice(0, 100)} is given more than once; give it once.`,
+          );
+        }
+        query[k] = v;
+      }
+      return { init: decodeParams(route.method.input, withPath(query, params)), json: {} as unknown };
     }
     // A route with a body takes its parameters there: one in the query would be silently lost.
     const stray = url.search.length > 1 ? url.searchParams.keys().next().value : undefined;
@@ -237,8 +247,29 @@ export function createHandler(deps: GatewayDeps) {
     if (json === null || typeof json !== 'object' || Array.isArray(json)) {
       throw fail('invalid_json', { message: 'The request body must be a JSON object.' });
     }
-    // Path parameters are strings naming resource ids; they win over the body.
-    return { init: decodeObject(route.method.input, { ...json, ...params }), json };
+    return {
+      init: decodeObject(route.method.input, withPath(json as Record<string, unknown>, params), '', {
+        update: route.update,
+      }),
+      json,
+    };
+  }
+
+  /**
+   * The request's parameters with the path's: a body or query naming a path parameter must say
+   * the same (another id there would be silently ignored).
+   */
+  function withPath<T>(given: Record<string, T>, params: Record<string, string>): Record<string, T | string> {
+    for (const [name, value] of Object.entries(params)) {
+      if (Object.hasOwn(given, name) && given[name] !== value) {
+        throw new DecodeError(
+          'invalid_value',
+          name,
+          `${name} is taken from the path (${value}); leave it out of the request or give the same value.`,
+        );
+      }
+    }
+    return { ...given, ...params };
   }
 
   /**
@@ -266,7 +297,10 @@ export function createHandler(deps: GatewayDeps) {
     /** The metrics' route label: a template or a group name, never the raw path. */
     let routeLabel = 'unmatched';
     try {
-      const url = new URL(req.url ?? '/', 'http://gateway');
+      // Origin-form (`/v1/…`) read under a fixed origin, so a leading `//` stays part of the path
+      // rather than naming a host; absolute-form (from a proxy) as it is.
+      const target = req.url ?? '/';
+      const url = new URL(target.charCodeAt(0) === 47 ? `http://gateway${target}` : target, 'http://gateway');
       path = canonicalPath(url.pathname);
       if (deps.dashboard && (path === '/dashboard' || path.startsWith('/dashboard/'))) {
         routeLabel = 'dashboard';

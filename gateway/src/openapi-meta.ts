@@ -615,7 +615,7 @@ export const operationErrors: Record<string, string[]> = {
   CreateWebhookEndpoint: ['invalid_url', 'invalid_event_type', 'test_mode_only'],
   UpdateWebhookEndpoint: ['invalid_url', 'invalid_event_type', 'test_mode_only'],
   ResendEvent: ['invalid_state_transition'],
-  ResendEvents: ['invalid_state_transition', 'resource_missing'],
+  ResendEvents: ['invalid_state_transition'],
   RetryWebhookDelivery: ['invalid_state_transition'],
   SendTestWebhook: ['invalid_state_transition'],
   ListenWebhookEndpoint: ['not_a_listen_endpoint', 'listen_endpoint_in_use'],

@@ -138,7 +138,11 @@ export function createSchemaSet(types: readonly string[]): SchemaSet {
       // Examples show an unset field as null unless its meta gives a value worth showing.
       if (meta?.example === undefined && !meta?.idOf) delete s.examples;
     }
+    // In an update, null clears such a field (rest/decode.ts); null is refused for the others.
+    const clearable = input && fieldFlags(f).clearable;
+    if (clearable) s = nullable(s);
     if (meta?.description) s = withDescription(s, meta.description);
+    if (clearable) s = withDescription(s, `${meta?.description ?? ''} null clears it.`.trim());
     if (meta?.example !== undefined && !s.$ref && !s.oneOf && !s.anyOf) s.examples = [meta.example];
     if (meta?.default !== undefined) s.default = meta.default;
     return s;

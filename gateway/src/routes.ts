@@ -24,6 +24,8 @@ export interface Route {
    * need a secret key even to read.
    */
   publishable: boolean;
+  /** An update: POST (or PATCH) to a resource's own path, `/v1/things/{id}`. */
+  update: boolean;
 }
 
 const PUBLISHABLE = new Set(['GET /v1/products', 'GET /v1/products/{id}']);
@@ -58,6 +60,7 @@ export function buildRoutes(): Route[] {
         write: httpMethod !== 'GET',
         testHelper: rule.path.startsWith('/v1/test_helpers/'),
         publishable: PUBLISHABLE.has(`${httpMethod} ${rule.path}`),
+        update: httpMethod === 'POST' && rule.path.endsWith('}'),
       });
     }
   }
@@ -69,12 +72,6 @@ export type Match =
   /** `browser`: the methods of the path publishable keys may call, which browsers may reach (CORS). */
   | { kind: 'method_not_allowed'; allow: string[]; browser: string[] }
   | { kind: 'not_found' };
-
-/** An update: POST to a resource's own path (`/v1/things/{id}`). */
-function isUpdate(route: Route): boolean {
-  const last = route.segments.at(-1);
-  return route.httpMethod === 'POST' && last !== undefined && 'param' in last;
-}
 
 /** Finds the route for a method and path; literal segments win over parameters. */
 export function createMatcher(routes: Route[]): (httpMethod: string, path: string) => Match {
@@ -124,7 +121,7 @@ function search(routes: Route[], httpMethod: string, path: string): Match {
   const top = candidates.filter((c) => c.literals === best);
   // Updates are POST in the route table; PATCH is accepted as its synonym.
   const wanted = httpMethod === 'PATCH' ? 'POST' : httpMethod === 'HEAD' ? 'GET' : httpMethod;
-  const hit = top.find((c) => c.route.httpMethod === wanted && (httpMethod !== 'PATCH' || isUpdate(c.route)));
+  const hit = top.find((c) => c.route.httpMethod === wanted && (httpMethod !== 'PATCH' || c.route.update));
   if (hit) return { kind: 'route', route: hit.route, params: hit.params };
   return {
     kind: 'method_not_allowed',
@@ -139,7 +136,7 @@ function allowed(routes: Route[]): string[] {
   for (const route of routes) {
     methods.add(route.httpMethod);
     if (route.httpMethod === 'GET') methods.add('HEAD');
-    if (isUpdate(route)) methods.add('PATCH');
+    if (route.update) methods.add('PATCH');
   }
   return ['GET', 'HEAD', 'POST', 'PATCH', 'DELETE'].filter((m) => methods.has(m));
 }

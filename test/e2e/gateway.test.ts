@@ -231,7 +231,7 @@ describe('errors', () => {
   it('reads a path as its route names it, refuses query parameters on a body route, and 405s the pages', async () => {
     // `/v1/products/` and `/v1//products` are `/v1/products`: the list's url, and an idempotent
     // retry to the same route with a trailing slash replays instead of counting as another request.
-    for (const path of ['/v1/products/', '/v1//products', '/v1/products']) {
+    for (const path of ['/v1/products/', '/v1//products', '//v1/products', '/v1/products']) {
       const list = await call('GET', `${path}?limit=1`);
       expect(list.json, path).toMatchObject({ object: 'list', url: '/v1/products' });
     }
@@ -379,6 +379,75 @@ describe('updates', () => {
     expect(posted.json).toMatchObject({ name: 'Green tea', price: 500 });
     const deleted = await call('DELETE', `/v1/products/${product.json.id}`);
     expect(deleted.json.active).toBe(false);
+  });
+
+  it('clears with null what can be cleared, and refuses null, [] and a second id elsewhere', async () => {
+    const product = await call('POST', '/v1/products', {
+      body: { name: 'Tea', price: 450, currency: 'EUR', description: 'Loose leaf' },
+    });
+    const path = `/v1/products/${product.json.id}`;
+    const cleared = await call('POST', path, { body: { description: null } });
+    expect(cleared.status, cleared.text).toBe(200);
+    expect(cleared.json).toMatchObject({ name: 'Tea', description: '' });
+    // null would otherwise be read as "unchanged": the caller is told, nothing changes.
+    expectError(
+      await call('POST', path, { body: { name: null } }),
+      400,
+      'invalid_request_error',
+      'invalid_type',
+      'name',
+    );
+    const hook = await call('POST', '/v1/webhooks', {
+      body: { url: 'https://example.com/hooks', events: ['order.created'], description: 'Shop', max_rate: 5 },
+    });
+    const hookPath = `/v1/webhooks/${hook.json.id}`;
+    const hookCleared = await call('PATCH', hookPath, { body: { description: null, max_rate: null } });
+    expect(hookCleared.json).toMatchObject({ description: null, max_rate: null });
+    expectError(
+      await call('POST', hookPath, { body: { events: [] } }),
+      400,
+      'invalid_request_error',
+      'invalid_value',
+      'events',
+    );
+    // A body or query naming the path's parameter must name the same thing.
+    expectError(
+      await call('POST', path, { body: { id: 'prod_other', name: 'Stolen' } }),
+      400,
+      'invalid_request_error',
+      'invalid_value',
+      'id',
+    );
+    expect((await call('POST', path, { body: { id: product.json.id, name: 'Green tea' } })).json.name).toBe(
+      'Green tea',
+    );
+    expectError(
+      await call('GET', `${path}?id=prod_other`),
+      400,
+      'invalid_request_error',
+      'invalid_value',
+      'id',
+    );
+    // A query parameter given twice is refused, not decided by its last value.
+    expectError(
+      await call('GET', '/v1/orders?status=pending&status=paid'),
+      400,
+      'invalid_request_error',
+      'invalid_value',
+      'status',
+    );
+  });
+
+  it('counts characters as people do, and says when text is empty', async () => {
+    const named = (name: string) =>
+      call('POST', '/v1/products', { body: { name, price: 1, currency: 'EUR' } });
+    // 200 emoji are 200 characters (400 UTF-16 units), as the document's maxLength counts them.
+    const emoji = await named('🍵'.repeat(200));
+    expect(emoji.status, emoji.text).toBe(200);
+    expectError(await named('🍵'.repeat(201)), 400, 'invalid_request_error', 'invalid_value', 'name');
+    const blank = await named('   ');
+    expectError(blank, 400, 'invalid_request_error', 'missing_required_field', 'name');
+    expect(blank.json.error.message).toBe('name must not be empty.');
   });
 });
 

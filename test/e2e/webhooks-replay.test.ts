@@ -372,8 +372,10 @@ describe('event resend', () => {
     const noEndpoint = await api(keys.secret_key, 'POST', `/v1/events/${eventId}/resend`, {
       endpoint: 'we_nope',
     });
-    expect(noEndpoint.status).toBe(404);
-    expect(noEndpoint.json.error).toMatchObject({ code: 'resource_missing', param: 'endpoint' });
+    // A missing endpoint named in the body is a bad value (as a missing order in a payment is);
+    // 404 is for the route's own resource.
+    expect(noEndpoint.status).toBe(400);
+    expect(noEndpoint.json.error).toMatchObject({ code: 'invalid_value', param: 'endpoint' });
     expect((await api(keys.secret_key, 'POST', '/v1/events/evt_nope/resend')).status).toBe(404);
 
     // Each resend is a delivery of its own; the first one is untouched.

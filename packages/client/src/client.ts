@@ -16,20 +16,13 @@ export type Message = Schemas['Message'];
 export type WebhookEndpoint = Schemas['WebhookEndpoint'];
 export type WebhookDelivery = Schemas['WebhookDelivery'];
 export type Event = Schemas['Event'];
-/** An event narrowed by its `type`: `if (event.type === 'order.created') event.data.total`. */
-export type WebhookEvent =
-  | Schemas['OrderCreatedEvent']
-  | Schemas['OrderUpdatedEvent']
-  | Schemas['PaymentCompletedEvent']
-  | Schemas['PaymentFailedEvent']
-  | Schemas['ProductCreatedEvent']
-  | Schemas['ProductUpdatedEvent']
-  | Schemas['ConversationCreatedEvent']
-  | Schemas['MessageSentEvent']
-  | Schemas['MessageReceivedEvent']
-  | Schemas['WebhookEndpointUnhealthyEvent']
-  | Schemas['WebhookEndpointDisabledEvent']
-  | Schemas['WebhookEndpointEnabledEvent'];
+/**
+ * What a webhook endpoint receives, narrowed by its `type`:
+ * `if (event.type === 'order.created') event.data.total`. Every `…Event` schema of the API
+ * document, so a new event type (or `ping`, sent to `auto_recover` endpoints whatever they
+ * subscribe to) is in the union as soon as the schema is generated.
+ */
+export type WebhookEvent = Schemas[Exclude<Extract<keyof Schemas, `${string}Event`>, 'Event'>];
 
 type JsonBody<K extends keyof operations> =
   NonNullable<operations[K]['requestBody']> extends { content: { 'application/json': infer B } } ? B : never;

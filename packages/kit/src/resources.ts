@@ -40,7 +40,7 @@ export function pageStart(prefix: string, startingAfter: string | undefined): st
   if (!isId(prefix, startingAfter)) {
     throw apiError('invalid_value', {
       param: 'starting_after',
-      message: `starting_after must be the id of a ${prefix}_ object.`,
+      message: `starting_after must be an id starting ${prefix}_, the last of the previous page.`,
     });
   }
   return startingAfter;

@@ -4,19 +4,44 @@ import { ISO_4217 } from './currencies.ts';
 
 const E164 = /^\+[1-9]\d{7,14}$/;
 
-export function requireText(value: string | undefined, param: string, max = 500): string {
-  const v = value?.trim() ?? '';
-  if (v === '')
-    throw apiError('missing_required_field', { param, message: `Missing required parameter: ${param}.` });
-  if (v.length > max)
+/**
+ * Characters as people (and JSON Schema's maxLength) count them: Unicode code points, so an emoji
+ * is one, not the two UTF-16 units of `String.length`.
+ */
+export function characters(v: string): number {
+  let n = v.length;
+  for (let i = 0; i < v.length; i++) {
+    const c = v.charCodeAt(i);
+    // A high surrogate followed by a low one is one code point.
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < v.length) {
+      const next = v.charCodeAt(i + 1);
+      if (next >= 0xdc00 && next <= 0xdfff) {
+        n--;
+        i++;
+      }
+    }
+  }
+  return n;
+}
+
+function checkLength(v: string, param: string, max: number): void {
+  // Code points are never more than UTF-16 units: count them only when the units exceed max.
+  if (v.length > max && characters(v) > max)
     throw apiError('invalid_value', { param, message: `${param} must be at most ${max} characters.` });
+}
+
+export function requireText(value: string | undefined, param: string, max = 500): string {
+  if (value === undefined)
+    throw apiError('missing_required_field', { param, message: `Missing required parameter: ${param}.` });
+  const v = value.trim();
+  if (v === '') throw apiError('missing_required_field', { param, message: `${param} must not be empty.` });
+  checkLength(v, param, max);
   return v;
 }
 
 export function optionalText(value: string | undefined, param: string, max = 500): string | undefined {
   if (value === undefined) return undefined;
-  if (value.length > max)
-    throw apiError('invalid_value', { param, message: `${param} must be at most ${max} characters.` });
+  checkLength(value, param, max);
   return value;
 }
 

@@ -17,12 +17,26 @@ export class DecodeError extends Error {
 }
 
 const isRequired = (field: DescField) => fieldFlags(field).required;
+const isClearable = (field: DescField) => fieldFlags(field).clearable;
 const isOutputOnly = (field: DescField) => fieldFlags(field).outputOnly;
 
 const join = (prefix: string, name: string) => (prefix ? `${prefix}.${name}` : name);
 
+export interface DecodeOptions {
+  /**
+   * The body of an update (POST or PATCH to a resource's path): an absent field stays as it is,
+   * null clears a clearable field and is refused for any other. Elsewhere null is as absent.
+   */
+  update?: boolean;
+}
+
 /** Checks a parsed JSON value against `desc` and returns the init object for `create(desc, …)`. */
-export function decodeObject(desc: DescMessage, value: unknown, path = ''): Record<string, unknown> {
+export function decodeObject(
+  desc: DescMessage,
+  value: unknown,
+  path = '',
+  opts: DecodeOptions = {},
+): Record<string, unknown> {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw new DecodeError(
       'invalid_type',
@@ -45,13 +59,36 @@ export function decodeObject(desc: DescMessage, value: unknown, path = ''): Reco
       if (isRequired(field)) {
         throw new DecodeError('missing_required_field', param, `Missing required parameter: ${param}.`);
       }
+      if (raw === null && opts.update) {
+        if (!isClearable(field)) {
+          throw new DecodeError(
+            'invalid_type',
+            param,
+            `${param} cannot be null: leave it out to keep its value.`,
+          );
+        }
+        out[field.localName] = zeroOf(field);
+      }
       continue;
+    }
+    // A list reaches the service as [] whether absent or empty: in an update, where absent
+    // means "unchanged", an empty one would be silently ignored.
+    if (opts.update && field.fieldKind === 'list' && Array.isArray(raw) && raw.length === 0) {
+      throw new DecodeError('invalid_value', param, `${param} must not be empty.`);
     }
     const decoded = decodeField(field, raw, param);
     if (field.oneof) out[field.oneof.localName] = { case: field.localName, value: decoded };
     else out[field.localName] = decoded;
   }
   return out;
+}
+
+/** What a clearable field holds once cleared: the zero value of its scalar type. */
+function zeroOf(field: DescField): unknown {
+  if (field.fieldKind !== 'scalar') throw new Error(`${field.toString()}: only scalar fields are clearable`);
+  if (field.scalar === ScalarType.STRING) return '';
+  if (field.scalar === ScalarType.BOOL) return false;
+  return INT64.includes(field.scalar) ? 0n : 0;
 }
 
 function decodeField(field: DescField, raw: unknown, param: string): unknown {
@@ -211,8 +248,10 @@ function decodeScalar(type: ScalarType, raw: unknown, param: string): unknown {
           : INT64.includes(type)
             ? [Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER]
             : [0, 0];
+      // Beyond what the wire type holds: the field's own range (a service's) is narrower still,
+      // so name no bounds here.
       if (raw < min || raw > max) {
-        throw new DecodeError('invalid_value', param, `${param} must be between ${min} and ${max}.`);
+        throw new DecodeError('invalid_value', param, `${param} is too ${raw > max ? 'large' : 'small'}.`);
       }
       return INT64.includes(type) ? BigInt(raw) : raw;
     }

@@ -27,6 +27,7 @@ export interface FieldFlags {
   internal: boolean;
   outputOnly: boolean;
   secret: boolean;
+  clearable: boolean;
 }
 
 const flagsCache = new WeakMap<DescField, FieldFlags>();
@@ -41,6 +42,7 @@ export function fieldFlags(field: DescField): FieldFlags {
       internal: !!rules?.internal,
       outputOnly: !!rules?.outputOnly,
       secret: !!rules?.secret,
+      clearable: !!rules?.clearable,
     };
     flagsCache.set(field, flags);
   }

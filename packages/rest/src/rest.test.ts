@@ -126,6 +126,35 @@ describe('decode', () => {
     ).toEqual({ code: 'invalid_value', param: 'items[0].quantity' });
   });
 
+  it('in an update, null clears a clearable field and is refused for any other; [] is refused', () => {
+    const update = (v: unknown) =>
+      decodeObject(webhooks.UpdateWebhookEndpointRequestSchema, { id: 'we_1', ...(v as object) }, '', {
+        update: true,
+      });
+    // Cleared: reaches the service as its zero value, which it reads as "none".
+    expect(update({ description: null, max_rate: null })).toEqual({
+      id: 'we_1',
+      description: '',
+      maxRate: 0,
+    });
+    for (const field of ['url', 'disabled', 'ordering', 'auto_recover', 'disable_on_gone']) {
+      expect(
+        failure(() => update({ [field]: null })),
+        field,
+      ).toEqual({ code: 'invalid_type', param: field });
+    }
+    expect(failure(() => update({ events: [] }))).toEqual({ code: 'invalid_value', param: 'events' });
+    expect(update({})).toEqual({ id: 'we_1' });
+    // Outside an update, null is as absent (a create's default).
+    const created = decodeObject(webhooks.CreateWebhookEndpointRequestSchema, {
+      url: 'https://example.com/hooks',
+      events: ['*'],
+      description: null,
+      max_rate: null,
+    });
+    expect(created).toEqual({ url: 'https://example.com/hooks', events: ['*'] });
+  });
+
   it('takes times in ISO 8601 from 1970 on, and nothing else', () => {
     const resend = (since: unknown) => decodeObject(webhooks.ResendEventsRequestSchema, { since });
     const at = (ms: number) => ({ since: timestampFromMs(ms) });

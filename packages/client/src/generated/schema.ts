@@ -4097,10 +4097,10 @@ export interface operations {
                     /** @description false archives the product, true restores it. */
                     active?: boolean;
                     /**
-                     * @description Free text, up to 1000 characters.
+                     * @description Free text, up to 1000 characters. null clears it.
                      * @example Loose-leaf green tea, 100 g.
                      */
-                    description?: string;
+                    description?: string | null;
                     /**
                      * @description Shown to customers.
                      * @example Tea
@@ -4810,10 +4810,10 @@ export interface operations {
                     /** @description true while unhealthy: the first probe is due at once. */
                     auto_recover?: boolean;
                     /**
-                     * @description A label for the endpoint, up to 500 characters; an empty string clears it.
+                     * @description A label for the endpoint, up to 500 characters; an empty string clears it. null clears it.
                      * @example Order sync
                      */
-                    description?: string;
+                    description?: string | null;
                     /**
                      * @description true (default): a 410 Gone answer disables the endpoint at once (disabled_reason gone, one e-mail, no more retries); false: a 410 is retried like any other failure.
                      * @example true
@@ -4830,10 +4830,10 @@ export interface operations {
                      */
                     events?: ("message.received" | "message.sent" | "conversation.created" | "order.created" | "order.updated" | "payment.completed" | "payment.failed" | "product.created" | "product.updated" | "webhook_endpoint.unhealthy" | "webhook_endpoint.disabled" | "webhook_endpoint.enabled" | "*")[];
                     /**
-                     * @description At most this many deliveries per second are started to the endpoint (one limit across all webhooks replicas); other endpoints are not slowed. 0 removes the limit.
+                     * @description At most this many deliveries per second are started to the endpoint (one limit across all webhooks replicas); other endpoints are not slowed. 0 removes the limit. null clears it.
                      * @example 50
                      */
-                    max_rate?: number;
+                    max_rate?: number | null;
                     /**
                      * @description none or per_resource; applies to deliveries recorded from now on.
                      * @enum {string}

@@ -5,6 +5,7 @@ import type { Caller } from '@mcs/kit/caller';
 import type { Tx } from '@mcs/kit/db';
 import { isId, newId } from '@mcs/kit/ids';
 import { ownedBy, ownedRow, pageLimit, pageStart } from '@mcs/kit/resources';
+import { optionalText, requireText } from '@mcs/kit/validate';
 import { and, desc, eq, lt } from 'drizzle-orm';
 import { type Channel, ChannelError, type InboundMessage, type SandboxChannel } from '../channels/channel.ts';
 import { messages } from '../db/schema.ts';
@@ -19,12 +20,10 @@ export const MAX_TEXT = 4096;
 
 /** 1 to 4096 characters (code points), not only white space; kept exactly as given. */
 export function validateText(text: string | undefined, param = 'text'): string {
-  if (text === undefined || text.trim() === '')
-    throw apiError('missing_required_field', { param, message: `Missing required parameter: ${param}.` });
-  // UTF-16 length bounds the code point count from above: most texts skip the exact count.
-  if (text.length > MAX_TEXT && [...text].length > MAX_TEXT)
-    throw apiError('invalid_value', { param, message: `${param} must be at most ${MAX_TEXT} characters.` });
-  return text;
+  // Not only white space, yet kept exactly as given (not trimmed): its whole length counts.
+  requireText(text, param, MAX_TEXT);
+  optionalText(text, param, MAX_TEXT);
+  return text as string;
 }
 
 /**

@@ -202,7 +202,8 @@ export async function createEndpoint(
       livemode: caller.livemode,
       url,
       events,
-      description: description ?? null,
+      // No description is null, as an update with "" leaves it.
+      description: description || null,
       status: 'enabled',
       disableOnGone: input.disableOnGone ?? true,
       maxRate,
@@ -237,6 +238,22 @@ export async function getEndpoint(
   const query = tx.select().from(endpoints).where(ofCaller(caller, id));
   const [row] = opts.lock ? await query.for('update') : await query;
   if (!row) throw missing(id);
+  return row;
+}
+
+/**
+ * The caller's endpoint named in a request's body as `param`: one that does not exist is a bad
+ * value of that parameter (400 invalid_value, as a missing order or product in a body is), not a
+ * missing route resource (404).
+ */
+export async function referencedEndpoint(
+  tx: Tx,
+  caller: Caller,
+  id: string,
+  param: string,
+): Promise<Endpoint> {
+  const [row] = await tx.select().from(endpoints).where(ofCaller(caller, id));
+  if (!row) throw apiError('invalid_value', { param, message: `No such webhook endpoint: ${id}.` });
   return row;
 }
 

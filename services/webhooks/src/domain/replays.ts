@@ -20,7 +20,13 @@ import { RESOURCE_EVENT_TYPES } from '@mcs/kit/outbox';
 import { and, eq, type SQL, sql } from 'drizzle-orm';
 import { type DeliveryStatus, events, type ReplayKind, replays } from '../db/schema.ts';
 import type { Delivery } from './deliveries.ts';
-import { type Endpoint, type EventSink, enableEndpoint, getEndpoint } from './endpoints.ts';
+import {
+  type Endpoint,
+  type EventSink,
+  enableEndpoint,
+  getEndpoint,
+  referencedEndpoint,
+} from './endpoints.ts';
 import type { QueuedDelivery } from './fanout.ts';
 
 export type Replay = typeof replays.$inferSelect;
@@ -102,12 +108,7 @@ export async function resendEvent(
 ): Promise<{ deliveries: Delivery[]; queued: QueuedDelivery[] }> {
   const event = await resendable(tx, caller, id);
   if (endpointId !== undefined) {
-    const endpoint = await getEndpoint(tx, caller, endpointId).catch(() => {
-      throw apiError('resource_missing', {
-        param: 'endpoint',
-        message: `No such webhook endpoint: ${endpointId}.`,
-      });
-    });
+    const endpoint = await referencedEndpoint(tx, caller, endpointId, 'endpoint');
     requireEnabled(endpoint, 'endpoint');
     if (!subscribes(endpoint.events, event.type)) {
       throw apiError('invalid_value', {
@@ -304,12 +305,7 @@ export async function startBulkResend(
     throw apiError('invalid_value', { param: 'until', message: 'until must be later than since.' });
   }
   if (input.endpoint !== undefined) {
-    const endpoint = await getEndpoint(tx, caller, input.endpoint).catch(() => {
-      throw apiError('resource_missing', {
-        param: 'endpoint',
-        message: `No such webhook endpoint: ${input.endpoint}.`,
-      });
-    });
+    const endpoint = await referencedEndpoint(tx, caller, input.endpoint, 'endpoint');
     requireEnabled(endpoint, 'endpoint');
     if (input.type !== undefined && !subscribes(endpoint.events, input.type)) {
       throw apiError('invalid_value', {

@@ -102,6 +102,15 @@ export declare type FieldRules = Message<"mcs.api.v1.FieldRules"> & {
    * @generated from field: bool secret = 4;
    */
   secret: boolean;
+
+  /**
+   * In an update, JSON null clears the field: it reaches the service as its zero value ("" or
+   * 0), which the service reads as "none". Elsewhere in an update, null is refused (it would
+   * otherwise be taken as "leave unchanged").
+   *
+   * @generated from field: bool clearable = 5;
+   */
+  clearable: boolean;
 };
 
 /**

@@ -160,6 +160,8 @@ export declare type UpdateProductRequest = Message<"mcs.commerce.v1.UpdateProduc
   name?: string | undefined;
 
   /**
+   * "" or null: no description.
+   *
    * @generated from field: optional string description = 3;
    */
   description?: string | undefined;

@@ -174,6 +174,8 @@ export declare type UpdateWebhookEndpointRequest = Message<"mcs.webhooks.v1.Upda
   events: string[];
 
   /**
+   * "" or null: no description.
+   *
    * @generated from field: optional string description = 4;
    */
   description?: string | undefined;
@@ -193,7 +195,7 @@ export declare type UpdateWebhookEndpointRequest = Message<"mcs.webhooks.v1.Upda
   disableOnGone?: boolean | undefined;
 
   /**
-   * Deliveries per second at most (1–10000); 0 removes the limit (max_rate renders null).
+   * Deliveries per second at most (1–10000); 0 or null removes the limit (max_rate renders null).
    *
    * @generated from field: optional int32 max_rate = 7;
    */
