@@ -25,7 +25,7 @@ import {
 import { DecodeError, decodeObject, decodeParams, isListResponse, render, renderList } from '@mcs/rest';
 import type { Authenticator } from './auth.ts';
 import { ServiceDown } from './circuit.ts';
-import { createInFlight, createRecentAnswers, fingerprint } from './idempotency.ts';
+import { createInFlight, createRecentAnswers, fingerprint, type KeyScope } from './idempotency.ts';
 import type { Listen } from './listen.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import type { Match, Route } from './routes.ts';
@@ -293,7 +293,7 @@ export function createHandler(deps: GatewayDeps) {
     const started = performance.now();
     const method = req.method ?? 'GET';
     let path = '/';
-    let held: { accountId: string; livemode: boolean; key: string } | undefined;
+    let held: { scope: KeyScope; key: string } | undefined;
     /** The metrics' route label: a template or a group name, never the raw path. */
     let routeLabel = 'unmatched';
     try {
@@ -373,10 +373,10 @@ export function createHandler(deps: GatewayDeps) {
 
       const fp = key === undefined ? undefined : fingerprint(method, path, json);
       if (key !== undefined) {
-        if (!inFlight.take(principal.accountId, principal.livemode, key))
-          throw apiError('idempotency_key_in_use');
-        held = { accountId: principal.accountId, livemode: principal.livemode, key };
-        const known = recent.get(principal.accountId, principal.livemode, key);
+        const scope = { owner: route.owner, accountId: principal.accountId, livemode: principal.livemode };
+        if (!inFlight.take(scope, key)) throw apiError('idempotency_key_in_use');
+        held = { scope, key };
+        const known = recent.get(scope, key);
         if (known) {
           if (known.fingerprint !== fp) throw apiError('idempotency_key_reused');
           return sendBytes(res, 200, known.body, { 'idempotent-replayed': 'true' });
@@ -414,8 +414,7 @@ export function createHandler(deps: GatewayDeps) {
       // Kept once the service replayed it: a key retried once is likely retried again (a client's
       // retry loop), while most keys are never retried, and keeping every keyed answer cost each
       // write a copy that outlived the young generation.
-      if (replayed && held && fp !== undefined)
-        recent.set(held.accountId, held.livemode, held.key, fp, bytes);
+      if (replayed && held && fp !== undefined) recent.set(held.scope, held.key, fp, bytes);
       sendBytes(res, 200, bytes, replayed ? { 'idempotent-replayed': 'true' } : undefined);
     } catch (err) {
       let rendered: RenderedError;
@@ -449,7 +448,7 @@ export function createHandler(deps: GatewayDeps) {
       if (!res.headersSent) sendBytes(res, rendered.status, JSON.stringify(rendered.body), extra);
       else res.destroy();
     } finally {
-      if (held) inFlight.release(held.accountId, held.livemode, held.key);
+      if (held) inFlight.release(held.scope, held.key);
       if (tracing.enabled) {
         const span = trace.getActiveSpan();
         span?.updateName(`${method} ${routeLabel}`);

@@ -21,15 +21,21 @@ describe('fingerprint', () => {
   });
 });
 
+/** The scope of a key on a commerce route (or another service's). */
+const at = (accountId: string, livemode: boolean, owner = 'commerce') => ({ owner, accountId, livemode });
+
 describe('keys in flight', () => {
-  it('holds a key once per account and mode until released', () => {
+  it('holds a key once per service, account and mode until released', () => {
     const f = createInFlight();
-    expect(f.take('acct_1', false, 'k')).toBe(true);
-    expect(f.take('acct_1', false, 'k')).toBe(false);
-    expect(f.take('acct_1', true, 'k')).toBe(true);
-    expect(f.take('acct_2', false, 'k')).toBe(true);
-    f.release('acct_1', false, 'k');
-    expect(f.take('acct_1', false, 'k')).toBe(true);
+    // Another service keeps its own keys: the same key there is another key.
+    expect(f.take(at('acct_9', false), 'k')).toBe(true);
+    expect(f.take(at('acct_9', false, 'messaging'), 'k')).toBe(true);
+    expect(f.take(at('acct_1', false), 'k')).toBe(true);
+    expect(f.take(at('acct_1', false), 'k')).toBe(false);
+    expect(f.take(at('acct_1', true), 'k')).toBe(true);
+    expect(f.take(at('acct_2', false), 'k')).toBe(true);
+    f.release(at('acct_1', false), 'k');
+    expect(f.take(at('acct_1', false), 'k')).toBe(true);
   });
 });
 
@@ -40,26 +46,27 @@ describe('recent answers', () => {
   it('keeps answers per account, mode and key, for a while, the newest ones only', () => {
     let t = 0;
     const r = createRecentAnswers({ max: 2, ttlMs: 1_000, maxBody: 10, now: () => t });
-    r.set('acct_1', false, 'a', fp, Buffer.from('{"id":1}'));
-    expect(text(r.get('acct_1', false, 'a'))).toEqual({ fingerprint: fp, body: '{"id":1}' });
-    expect(r.get('acct_1', true, 'a')).toBeUndefined();
-    expect(r.get('acct_2', false, 'a')).toBeUndefined();
-    r.set('acct_1', false, 'big', fp, Buffer.from('x'.repeat(11)));
-    expect(r.get('acct_1', false, 'big')).toBeUndefined();
-    r.set('acct_1', false, 'b', 'f2', Buffer.from('2'));
-    r.set('acct_1', false, 'c', 'f3', Buffer.from('3'));
-    expect(r.get('acct_1', false, 'a')).toBeUndefined();
-    expect(text(r.get('acct_1', false, 'b'))).toEqual({ fingerprint: 'f2', body: '2' });
-    expect(text(r.get('acct_1', false, 'c'))).toEqual({ fingerprint: 'f3', body: '3' });
+    r.set(at('acct_1', false), 'a', fp, Buffer.from('{"id":1}'));
+    expect(text(r.get(at('acct_1', false), 'a'))).toEqual({ fingerprint: fp, body: '{"id":1}' });
+    expect(r.get(at('acct_1', true), 'a')).toBeUndefined();
+    expect(r.get(at('acct_2', false), 'a')).toBeUndefined();
+    expect(r.get(at('acct_1', false, 'messaging'), 'a')).toBeUndefined();
+    r.set(at('acct_1', false), 'big', fp, Buffer.from('x'.repeat(11)));
+    expect(r.get(at('acct_1', false), 'big')).toBeUndefined();
+    r.set(at('acct_1', false), 'b', 'f2', Buffer.from('2'));
+    r.set(at('acct_1', false), 'c', 'f3', Buffer.from('3'));
+    expect(r.get(at('acct_1', false), 'a')).toBeUndefined();
+    expect(text(r.get(at('acct_1', false), 'b'))).toEqual({ fingerprint: 'f2', body: '2' });
+    expect(text(r.get(at('acct_1', false), 'c'))).toEqual({ fingerprint: 'f3', body: '3' });
     t = 1_000;
-    expect(r.get('acct_1', false, 'c')).toBeUndefined();
+    expect(r.get(at('acct_1', false), 'c')).toBeUndefined();
   });
 
   it('gives back the exact bytes, multi-byte text included, and a copy of them', () => {
     const r = createRecentAnswers();
     const body = Buffer.from('{"name":"Café ☕","note":"日本"}');
-    r.set('acct_1', false, 'k', 'é'.repeat(20), body);
-    const got = r.get('acct_1', false, 'k')!;
+    r.set(at('acct_1', false), 'k', 'é'.repeat(20), body);
+    const got = r.get(at('acct_1', false), 'k')!;
     expect(got.fingerprint).toBe('é'.repeat(20));
     expect(got.body.equals(body)).toBe(true);
     body.fill(0);

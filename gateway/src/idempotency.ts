@@ -66,26 +66,39 @@ export function fingerprint(method: string, path: string, body: unknown): string
   return hash('sha256', `${method}\n${path}\n${canonical(body)}`, 'hex');
 }
 
-/** The keys this gateway is answering right now, per account and mode. */
+/**
+ * Where an idempotency key is one key: the service that owns the route (each keeps its own keys,
+ * kit/idempotency), the account and the mode. The same key on an order and on a conversation is
+ * two keys, here as in the services.
+ */
+export interface KeyScope {
+  owner: string;
+  accountId: string;
+  livemode: boolean;
+}
+
+// The key is the client's and comes last; the separator cannot occur in the other parts.
+const scoped = (scope: KeyScope, key: string) =>
+  `${scope.owner}\n${scope.accountId}\n${scope.livemode}\n${key}`;
+
+/** The keys this gateway is answering right now, per scope. */
 export interface InFlight {
   /** False when the key is already in flight here. */
-  take(accountId: string, livemode: boolean, key: string): boolean;
-  release(accountId: string, livemode: boolean, key: string): void;
+  take(scope: KeyScope, key: string): boolean;
+  release(scope: KeyScope, key: string): void;
 }
 
 export function createInFlight(): InFlight {
   const held = new Set<string>();
-  // The key is the client's; the separator cannot occur in an account id.
-  const id = (accountId: string, livemode: boolean, key: string) => `${accountId}\n${livemode}\n${key}`;
   return {
-    take(accountId, livemode, key) {
-      const k = id(accountId, livemode, key);
+    take(scope, key) {
+      const k = scoped(scope, key);
       if (held.has(k)) return false;
       held.add(k);
       return true;
     },
-    release(accountId, livemode, key) {
-      held.delete(id(accountId, livemode, key));
+    release(scope, key) {
+      held.delete(scoped(scope, key));
     },
   };
 }
@@ -97,8 +110,8 @@ export interface RecentAnswer {
 }
 
 export interface RecentAnswers {
-  get(accountId: string, livemode: boolean, key: string): RecentAnswer | undefined;
-  set(accountId: string, livemode: boolean, key: string, fingerprint: string, body: Buffer): void;
+  get(scope: KeyScope, key: string): RecentAnswer | undefined;
+  set(scope: KeyScope, key: string, fingerprint: string, body: Buffer): void;
 }
 
 /**
@@ -119,10 +132,9 @@ export function createRecentAnswers(
   const now = opts.now ?? Date.now;
   // [expires: float64][fingerprint length: uint8][fingerprint, utf8][body]
   const entries = new Map<string, Buffer>();
-  const id = (accountId: string, livemode: boolean, key: string) => `${accountId}\n${livemode}\n${key}`;
   return {
-    get(accountId, livemode, key) {
-      const k = id(accountId, livemode, key);
+    get(scope, key) {
+      const k = scoped(scope, key);
       const e = entries.get(k);
       if (!e) return undefined;
       if (e.readDoubleLE(0) <= now()) {
@@ -132,7 +144,7 @@ export function createRecentAnswers(
       const fpEnd = 9 + e[8]!;
       return { fingerprint: e.toString('utf8', 9, fpEnd), body: e.subarray(fpEnd) };
     },
-    set(accountId, livemode, key, fingerprint, body) {
+    set(scope, key, fingerprint, body) {
       if (body.length > maxBody) return;
       const fpLength = Buffer.byteLength(fingerprint);
       if (fpLength > 255) return;
@@ -141,7 +153,7 @@ export function createRecentAnswers(
       e[8] = fpLength;
       e.write(fingerprint, 9, 'utf8');
       body.copy(e, 9 + fpLength);
-      const k = id(accountId, livemode, key);
+      const k = scoped(scope, key);
       entries.delete(k);
       entries.set(k, e);
       // Maps iterate in insertion order: the first entry is the oldest.

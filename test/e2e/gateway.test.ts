@@ -468,6 +468,22 @@ describe('idempotency', () => {
     expect(list.json.data.filter((o: any) => o.id === first.json.id)).toHaveLength(1);
   });
 
+  it('keeps a key per service: one replayed on an order is a fresh key on a conversation', async () => {
+    const key = `svc-${Date.now()}`;
+    const headers = { 'idempotency-key': key };
+    await call('POST', '/v1/orders', { body: order(), headers });
+    // Replayed: the gateway now remembers the answer (gateway/idempotency.ts).
+    expect(
+      (await call('POST', '/v1/orders', { body: order(), headers })).headers.get('idempotent-replayed'),
+    ).toBe('true');
+    const conversation = await call('POST', '/v1/conversations', {
+      body: { customer: { name: 'Ada', phone: '+4915112345678' } },
+      headers,
+    });
+    expect(conversation.status, conversation.text).toBe(200);
+    expect(conversation.json.object).toBe('conversation');
+  });
+
   it('refuses the key for another request (422) and while the first is in flight (409)', async () => {
     const key = `k2-${Date.now()}`;
     await call('POST', '/v1/orders', { body: order(), headers: { 'idempotency-key': key } });
