@@ -1,5 +1,5 @@
 import type { Caller } from '@mcs/kit/caller';
-import { apiErrorOf, freshDatabase, type MigratedDatabase } from '@mcs/testkit';
+import { apiErrorOf, freshDatabase, type MigratedDatabase, secondWaitsForFirst } from '@mcs/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrateWebhooks } from '../db/migrate.ts';
 import {
@@ -225,6 +225,25 @@ describe('endpoints in the database', () => {
       'resource_missing',
     );
     expect((await listEndpoints(db.db, { ...caller, accountId: 'acct_2' }, {})).data).toEqual([]);
+  });
+
+  it('times a change once the endpoint is locked: its event follows the change it waited for', async () => {
+    const { endpoint } = await db.db.transaction((tx) =>
+      createEndpoint(tx, caller, { url: 'https://127.0.0.1/h', events: ['*'] }, deps),
+    );
+    // A disable holds the row while an enable, asked meanwhile, waits for it.
+    const [disabled, enabled] = await secondWaitsForFirst(
+      db,
+      (tx) => updateEndpoint(tx, caller, endpoint.id, { disabled: true }, deps),
+      async (tx) => enableEndpoint(tx, caller, endpoint.id),
+    );
+    expect(enabled.status).toBe('enabled');
+    expect(enabled.updatedAt.getTime()).toBeGreaterThan(disabled.updatedAt.getTime());
+    const { rows } = await db.pool.query<{ type: string; created_at: Date }>(
+      `select type, created_at from webhooks.events where (body::jsonb)->'data'->>'id' = $1 order by created_at, id`,
+      [endpoint.id],
+    );
+    expect(rows.map((r) => r.type)).toEqual(['webhook_endpoint.disabled', 'webhook_endpoint.enabled']);
   });
 });
 

@@ -8,7 +8,7 @@ import type { Tx } from '@mcs/kit/db';
 import { newId } from '@mcs/kit/ids';
 import { LISTEN_URL } from '@mcs/kit/listen';
 import { EVENT_TYPES } from '@mcs/kit/outbox';
-import { pageLimit, pageStart } from '@mcs/kit/resources';
+import { changedAt, pageLimit, pageStart } from '@mcs/kit/resources';
 import { optionalText } from '@mcs/kit/validate';
 import { and, desc, eq, lt, ne } from 'drizzle-orm';
 import { deliveries, type EndpointStatus, endpoints, type Ordering } from '../db/schema.ts';
@@ -279,10 +279,12 @@ export async function updateEndpoint(
   id: string,
   input: UpdateEndpointInput,
   deps: { policy: EndpointPolicy },
-  now = new Date(),
+  when?: Date,
   sink?: EventSink,
 ): Promise<Endpoint> {
   const current = await getEndpoint(tx, caller, id, { lock: true });
+  // Taken once the row is locked: the change (and its event) follows the one it waited for.
+  const now = changedAt(current.updatedAt, when);
   const patch: Partial<typeof endpoints.$inferInsert> = { updatedAt: now };
   if (input.url !== undefined) patch.url = await targetUrl(input.url, caller.livemode, deps.policy);
   if (input.events !== undefined && input.events.length > 0) patch.events = validateEvents(input.events);
@@ -333,15 +335,18 @@ export async function enableEndpoint(
   tx: Tx,
   caller: Caller,
   id: string,
-  now = new Date(),
+  when?: Date,
   sink?: EventSink,
 ): Promise<Endpoint> {
+  const current = await getEndpoint(tx, caller, id, { lock: true });
+  if (current.status === 'enabled') return current;
+  const now = changedAt(current.updatedAt, when);
   const [row] = await tx
     .update(endpoints)
     .set({ ...ENABLED, updatedAt: now })
-    .where(and(ofCaller(caller, id), ne(endpoints.status, 'enabled')))
+    .where(eq(endpoints.id, current.id))
     .returning();
-  if (!row) return getEndpoint(tx, caller, id);
+  if (!row) throw missing(id);
   await emit(tx, 'enabled', row, now, sink);
   return row;
 }
@@ -352,13 +357,14 @@ export async function rotateSecret(
   caller: Caller,
   id: string,
   deps: { box: SecretBox },
-  now = new Date(),
+  when?: Date,
 ): Promise<{ endpoint: Endpoint; secret: string }> {
+  const current = await getEndpoint(tx, caller, id, { lock: true });
   const secret = newSigningSecret();
   const [row] = await tx
     .update(endpoints)
-    .set({ secretSealed: deps.box.seal(secret), updatedAt: now })
-    .where(ofCaller(caller, id))
+    .set({ secretSealed: deps.box.seal(secret), updatedAt: changedAt(current.updatedAt, when) })
+    .where(eq(endpoints.id, current.id))
     .returning();
   if (!row) throw missing(id);
   return { endpoint: row, secret };

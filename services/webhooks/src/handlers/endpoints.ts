@@ -176,7 +176,7 @@ export function endpointHandlers(deps: Deps): ServiceImpl<typeof webhooks.Webhoo
           ordering: orderingOf(req.ordering),
           autoRecover: req.autoRecover,
         };
-        return toProtoEndpoint(await updateEndpoint(tx, caller, req.id, input, deps, new Date(), sink));
+        return toProtoEndpoint(await updateEndpoint(tx, caller, req.id, input, deps, undefined, sink));
       });
       if (sink.queued.length > 0) deps.queue.enqueue(sink.queued);
       return answer;
@@ -191,7 +191,7 @@ export function endpointHandlers(deps: Deps): ServiceImpl<typeof webhooks.Webhoo
       const sink = { leaseMs: deps.queue.leaseMs, queued: [] as QueuedDelivery[] };
       const answer = await write(ctx, caller, async (tx) => {
         sink.queued.length = 0; // a retried transaction starts over
-        return toProtoEndpoint(await enableEndpoint(tx, caller, req.id, new Date(), sink));
+        return toProtoEndpoint(await enableEndpoint(tx, caller, req.id, undefined, sink));
       });
       if (sink.queued.length > 0) deps.queue.enqueue(sink.queued);
       return answer;
