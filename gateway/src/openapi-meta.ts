@@ -612,7 +612,7 @@ export const operationErrors: Record<string, string[]> = {
   CloseConversation: ['invalid_state_transition'],
   SendMessage: ['invalid_state_transition'],
   CreateInboundMessage: ['invalid_state_transition'],
-  CreateWebhookEndpoint: ['invalid_url', 'invalid_event_type', 'test_mode_only'],
+  CreateWebhookEndpoint: ['invalid_url', 'invalid_event_type', 'test_mode_only', 'too_many_endpoints'],
   UpdateWebhookEndpoint: ['invalid_url', 'invalid_event_type', 'test_mode_only'],
   ResendEvent: ['invalid_state_transition'],
   ResendEvents: ['invalid_state_transition'],

@@ -137,6 +137,12 @@ export const catalog = {
     message: 'Another mcs listen session is streaming this endpoint.',
     doc: 'One listen endpoint streams to one session at a time: a second would receive every delivery too, and the first to stop would delete the endpoint under the other. `mcs listen` makes a new endpoint when the one it would reuse is in use.',
   },
+  too_many_endpoints: {
+    type: 'invalid_request_error',
+    status: 400,
+    message: 'This account has as many webhook endpoints in this mode as it may have.',
+    doc: 'An account may have up to 100 webhook endpoints in each mode (test and live), `mcs listen` endpoints included. One endpoint may subscribe to many event types, or to `*`; delete endpoints you no longer use to make room.',
+  },
   invalid_state_transition: {
     type: 'invalid_request_error',
     message: 'The resource cannot make this transition from its current state.',

@@ -1098,7 +1098,7 @@ export interface components {
                  * @description What went wrong, for programs; each is documented at doc_url.
                  * @enum {string}
                  */
-                code: "missing_required_field" | "invalid_type" | "invalid_value" | "invalid_phone" | "invalid_currency" | "invalid_url" | "invalid_event_type" | "unknown_parameter" | "invalid_json" | "unsupported_media_type" | "body_too_large" | "malformed_request" | "headers_too_large" | "request_timeout" | "route_not_found" | "method_not_allowed" | "not_a_listen_endpoint" | "resource_missing" | "invalid_idempotency_key" | "idempotency_key_in_use" | "idempotency_key_reused" | "listen_endpoint_in_use" | "invalid_state_transition" | "api_key_missing" | "api_key_invalid" | "secret_key_required" | "test_mode_only" | "rate_limited" | "api_error" | "service_unavailable";
+                code: "missing_required_field" | "invalid_type" | "invalid_value" | "invalid_phone" | "invalid_currency" | "invalid_url" | "invalid_event_type" | "unknown_parameter" | "invalid_json" | "unsupported_media_type" | "body_too_large" | "malformed_request" | "headers_too_large" | "request_timeout" | "route_not_found" | "method_not_allowed" | "not_a_listen_endpoint" | "resource_missing" | "invalid_idempotency_key" | "idempotency_key_in_use" | "idempotency_key_reused" | "listen_endpoint_in_use" | "too_many_endpoints" | "invalid_state_transition" | "api_key_missing" | "api_key_invalid" | "secret_key_required" | "test_mode_only" | "rate_limited" | "api_error" | "service_unavailable";
                 /**
                  * Format: uri
                  * @description Where this code is documented.
@@ -2151,7 +2151,7 @@ export interface components {
         };
     };
     responses: {
-        /** @description `missing_required_field`, `invalid_type`, `invalid_value`, `invalid_phone`, `invalid_currency`, `invalid_url`, `invalid_event_type`, `unknown_parameter`, `invalid_json`, `malformed_request`, `not_a_listen_endpoint`, `invalid_idempotency_key`, `invalid_state_transition` (see /docs/errors). */
+        /** @description `missing_required_field`, `invalid_type`, `invalid_value`, `invalid_phone`, `invalid_currency`, `invalid_url`, `invalid_event_type`, `unknown_parameter`, `invalid_json`, `malformed_request`, `not_a_listen_endpoint`, `invalid_idempotency_key`, `too_many_endpoints`, `invalid_state_transition` (see /docs/errors). */
         BadRequest: {
             headers: {
                 "Request-Id": components["headers"]["RequestId"];

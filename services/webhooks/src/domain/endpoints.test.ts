@@ -8,6 +8,7 @@ import {
   enableEndpoint,
   getEndpoint,
   listEndpoints,
+  MAX_ENDPOINTS,
   rotateSecret,
   URL_LOOKUP_TIMEOUT_MS,
   updateEndpoint,
@@ -225,6 +226,21 @@ describe('endpoints in the database', () => {
       'resource_missing',
     );
     expect((await listEndpoints(db.db, { ...caller, accountId: 'acct_2' }, {})).data).toEqual([]);
+  });
+
+  it('lets an account have MAX_ENDPOINTS endpoints in each mode, and no more, even at once', async () => {
+    const full: Caller = { accountId: 'acct_full', livemode: false };
+    const create = (c: Caller) =>
+      db.db.transaction((tx) => createEndpoint(tx, c, { url: 'https://127.0.0.1/h', events: ['*'] }, deps));
+    const results = await Promise.allSettled(Array.from({ length: MAX_ENDPOINTS + 5 }, () => create(full)));
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(MAX_ENDPOINTS);
+    for (const r of results)
+      if (r.status === 'rejected') expect(await codeOf(Promise.reject(r.reason))).toBe('too_many_endpoints');
+    // The other mode has its own room; a deleted endpoint makes room.
+    await create({ ...full, livemode: true });
+    const [first] = (await listEndpoints(db.db, full, { limit: 1 })).data;
+    await db.db.transaction((tx) => deleteEndpoint(tx, full, first!.id));
+    await create(full);
   });
 
   it('times a change once the endpoint is locked: its event follows the change it waited for', async () => {

@@ -10,7 +10,7 @@ import { LISTEN_URL } from '@mcs/kit/listen';
 import { EVENT_TYPES } from '@mcs/kit/outbox';
 import { changedAt, pageLimit, pageStart } from '@mcs/kit/resources';
 import { optionalText } from '@mcs/kit/validate';
-import { and, desc, eq, lt, ne } from 'drizzle-orm';
+import { and, count, desc, eq, lt, ne, sql } from 'drizzle-orm';
 import { deliveries, type EndpointStatus, endpoints, type Ordering } from '../db/schema.ts';
 import {
   ForbiddenTargetError,
@@ -182,6 +182,28 @@ export interface CreateEndpointInput {
   autoRecover?: boolean | undefined;
 }
 
+/** Endpoints an account may have in each mode: each one multiplies every event's deliveries. */
+export const MAX_ENDPOINTS = 100;
+
+/**
+ * Refuses a new endpoint of an account that has MAX_ENDPOINTS in the mode. Two creates at once
+ * could both pass the count; the account's advisory lock makes them take turns.
+ */
+async function checkEndpointRoom(tx: Tx, caller: Caller): Promise<void> {
+  await tx.execute(
+    sql`select pg_advisory_xact_lock(hashtextextended(${`webhooks.endpoints:${caller.accountId}:${caller.livemode}`}, 0))`,
+  );
+  const [row] = await tx
+    .select({ n: count() })
+    .from(endpoints)
+    .where(and(eq(endpoints.accountId, caller.accountId), eq(endpoints.livemode, caller.livemode)));
+  if ((row?.n ?? 0) >= MAX_ENDPOINTS) {
+    throw apiError('too_many_endpoints', {
+      message: `This account has ${MAX_ENDPOINTS} webhook endpoints in ${caller.livemode ? 'live' : 'test'} mode, the most it may have. Delete one it no longer uses, or subscribe an existing one to more event types.`,
+    });
+  }
+}
+
 export async function createEndpoint(
   tx: Tx,
   caller: Caller,
@@ -191,6 +213,7 @@ export async function createEndpoint(
 ): Promise<{ endpoint: Endpoint; secret: string }> {
   const url = await targetUrl(input.url, caller.livemode, deps.policy);
   const events = validateEvents(input.events);
+  await checkEndpointRoom(tx, caller);
   const description = optionalText(input.description, 'description', 500);
   const maxRate = input.maxRate === undefined ? null : validateMaxRate(input.maxRate, false);
   const secret = newSigningSecret();
