@@ -543,6 +543,22 @@ describe('sign-in throttling per address', () => {
     expect(t.take('203.0.113.5')).toBe(0);
   });
 
+  it('counts an IPv6 client by its /64, and a flood of new addresses does not free a blocked one', () => {
+    let now = 1_000_000;
+    const t = createAddressThrottle(() => now, 1_000);
+    for (let i = 0; i < ADDRESS_FAILURES; i++)
+      expect(t.take(`2001:db8:1:2::${i.toString(16)}`)).toBeGreaterThanOrEqual(0);
+    // Another address of the same /64, written another way: the same client.
+    expect(t.take('2001:0db8:0001:0002:ffff::1')).toBe(15 * 60);
+    expect(t.take('::ffff:203.0.113.9')).toBe(0); // an IPv4 client seen over IPv6
+    for (let i = 0; i < ADDRESS_FAILURES; i++) t.take('203.0.113.6');
+    // Thousands of new addresses: the oldest windows make room one by one, never all at once.
+    now += 60_000;
+    for (let i = 0; i < 500; i++) t.take(`198.51.${i >> 8}.${i & 255}`);
+    expect(t.take('203.0.113.6')).toBeGreaterThan(0);
+    expect(t.take('2001:db8:1:2::77')).toBeGreaterThan(0);
+  });
+
   it('throttles the client a trusted proxy names, not the proxy', async () => {
     const from = (client: string) => ({ 'x-forwarded-for': `203.0.113.1, ${client}` });
     for (let i = 0; i < ADDRESS_FAILURES; i++) {

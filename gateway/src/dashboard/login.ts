@@ -3,6 +3,7 @@
 // sign in with it, for automation, to that key's mode. Failed sign-ins are also throttled per
 // client address here, so one address cannot try many accounts.
 import type { IncomingMessage } from 'node:http';
+import { isIPv6 } from 'node:net';
 import { renderConnectError } from '@mcs/errors';
 import type { Authenticator } from '../auth.ts';
 import { type Kit, localPath, type RouteDef, readForm, redirect, send } from './context.ts';
@@ -21,27 +22,65 @@ const WINDOW_MS = 15 * 60_000;
  * call), and given back when it did not fail: counted only at its end, a burst of parallel
  * attempts would each find the address below its limit and all be checked.
  */
-export function createAddressThrottle(now: () => number = Date.now) {
+export function createAddressThrottle(now: () => number = Date.now, maxTracked = 100_000) {
+  // In the order the windows opened (a renewed one is inserted again), which is the order they end.
   const failures = new Map<string, { count: number; until: number }>();
+  /**
+   * Room for one more window: ended ones go, then, while still full, the oldest (the nearest to
+   * ending). Never all at once: a flood of new addresses would otherwise wipe every address's
+   * count. Each entry is dropped once, so this costs O(1) per window opened.
+   */
+  function makeRoom(t: number) {
+    for (const [k, f] of failures) {
+      if (f.until > t && failures.size < maxTracked) return;
+      failures.delete(k);
+    }
+  }
   return {
     /** Counts an attempt from `address`; or, over its limit, the seconds to wait (not counted). */
     take(address: string): number {
-      const f = failures.get(address);
-      if (f && f.until > now()) {
-        if (f.count >= ADDRESS_FAILURES) return Math.ceil((f.until - now()) / 1000);
+      const unit = throttleUnit(address);
+      const t = now();
+      const f = failures.get(unit);
+      if (f && f.until > t) {
+        if (f.count >= ADDRESS_FAILURES) return Math.ceil((f.until - t) / 1000);
         f.count++;
         return 0;
       }
-      if (failures.size > 100_000) failures.clear();
-      failures.set(address, { count: 1, until: now() + WINDOW_MS });
+      failures.delete(unit);
+      makeRoom(t);
+      failures.set(unit, { count: 1, until: t + WINDOW_MS });
       return 0;
     },
     /** Gives back an attempt that did not fail (signed in, or refused before any check). */
     giveBack(address: string): void {
-      const f = failures.get(address);
+      const f = failures.get(throttleUnit(address));
       if (f && f.until > now() && f.count > 0) f.count--;
     },
   };
+}
+
+/**
+ * What the throttle counts a client by: an IPv4 address, or the /64 an IPv6 address is in (one
+ * subscriber gets a whole /64, so counting single IPv6 addresses would count nothing).
+ */
+export function throttleUnit(address: string): string {
+  const bare = address.split('%')[0]!;
+  if (!isIPv6(bare)) return bare;
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(bare);
+  if (mapped) return mapped[1]!;
+  const [head = '', tail] = bare.split('::');
+  const headGroups = head ? head.split(':') : [];
+  const tailGroups = tail === undefined ? [] : tail ? tail.split(':') : [];
+  const groups = [
+    ...headGroups,
+    ...Array(Math.max(0, 8 - headGroups.length - tailGroups.length)).fill('0'),
+    ...tailGroups,
+  ];
+  return `${groups
+    .slice(0, 4)
+    .map((g) => Number.parseInt(g, 16).toString(16))
+    .join(':')}::/64`;
 }
 
 export function loginRoutes(kit: Kit): RouteDef[] {

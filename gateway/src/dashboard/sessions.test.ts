@@ -2,7 +2,12 @@ import { createHash } from 'node:crypto';
 import { freshDatabase, type MigratedDatabase } from '@mcs/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrateGateway } from '../db/migrate.ts';
-import { createSessionStore, SESSION_LIFETIME_MS, type SessionStore } from './sessions.ts';
+import {
+  createSessionStore,
+  MAX_SESSIONS_PER_SIGNER,
+  SESSION_LIFETIME_MS,
+  type SessionStore,
+} from './sessions.ts';
 
 let db: MigratedDatabase;
 let store: SessionStore;
@@ -72,11 +77,31 @@ describe('dashboard sessions', () => {
     expect(await store.deleteForKey(revoked)).toBe(0);
   });
 
-  it('sweeps expired sessions only', async () => {
+  it('keeps the newest MAX_SESSIONS_PER_SIGNER sessions of one key, and of one owner', async () => {
+    const keyId = `key_${++n}`;
+    const other = await store.create(who(), t0);
+    const made = [];
+    for (let i = 0; i <= MAX_SESSIONS_PER_SIGNER; i++) made.push(await store.create(who(keyId), at(i)));
+    expect(await store.find(made[0]!.token, at(100))).toBeUndefined();
+    for (const m of made.slice(1)) expect(await store.find(m.token, at(100))).toBeDefined();
+    expect(await store.find(other.token, at(100))).toBeDefined();
+    const owner = { accountId: 'acct_owner', livemode: false, keyId: null };
+    const first = await store.create(owner, t0);
+    for (let i = 1; i <= MAX_SESSIONS_PER_SIGNER; i++) await store.create(owner, at(i));
+    expect(await store.find(first.token, at(100))).toBeUndefined();
+  });
+
+  it('sweeps expired sessions only, in slices', async () => {
+    // More than one slice of expired sessions (deleteInSlices takes 5,000 at a time).
+    await db.pool.query(
+      `insert into gateway.sessions (id, account_id, livemode, key_id, created_at, expires_at)
+       select md5(g::text) || md5('x' || g::text), 'acct_bulk', false, 'key_bulk' || g, $1, $1 from generate_series(1, 12000) g`,
+      [t0],
+    );
     const later = at(10 * SESSION_LIFETIME_MS);
     const old = await store.create(who(), t0);
     const fresh = await store.create(who(), later);
-    expect(await store.sweep(at(10 * SESSION_LIFETIME_MS + 1))).toBeGreaterThanOrEqual(1);
+    expect(await store.sweep(at(10 * SESSION_LIFETIME_MS + 1))).toBeGreaterThanOrEqual(12_001);
     const { rows } = await db.pool.query('select id from gateway.sessions where id = any($1)', [
       [old.session.id, fresh.session.id],
     ]);

@@ -1,13 +1,20 @@
 // Dashboard sessions: an account owner signs in with e-mail and password, or anyone holding a
 // secret API key signs in with it, and gets a random 32-byte token in the `mcs_session` cookie.
 // The table keeps only the token's SHA-256, so reading it signs nobody in. A session ends when
-// signed out or after 12 hours; a key's session also ends when its key is revoked.
+// signed out or after 12 hours; a key's session also ends when its key is revoked. One signer
+// keeps at most MAX_SESSIONS_PER_SIGNER.
 import { createHash, randomBytes } from 'node:crypto';
-import type { Db } from '@mcs/kit/db';
-import { and, eq, gt, isNull, lte } from 'drizzle-orm';
+import { type Db, deleteInSlices } from '@mcs/kit/db';
+import { and, eq, gt, isNull, lte, sql } from 'drizzle-orm';
 import { sessions } from '../db/schema.ts';
 
 export const SESSION_LIFETIME_MS = 12 * 3600 * 1000;
+
+/**
+ * Sessions one signer (a key, or an owner's password) keeps at once: signing in again beyond it
+ * ends the oldest. A browser per device is far fewer; a script signing in in a loop is bounded.
+ */
+export const MAX_SESSIONS_PER_SIGNER = 50;
 
 export interface Session {
   /** SHA-256 (hex) of the token. */
@@ -72,6 +79,14 @@ export function createSessionStore(db: Db): SessionStore {
         expiresAt: new Date(now.getTime() + SESSION_LIFETIME_MS),
       };
       await db.insert(sessions).values(session);
+      const mine =
+        who.keyId === null
+          ? and(eq(sessions.accountId, who.accountId), isNull(sessions.keyId))
+          : eq(sessions.keyId, who.keyId);
+      await db.execute(sql`
+        delete from ${sessions} where ${mine} and ${sessions.id} not in (
+          select ${sessions.id} from ${sessions} where ${mine}
+          order by ${sessions.createdAt} desc limit ${MAX_SESSIONS_PER_SIGNER})`);
       return { token, session };
     },
     async find(token, now = new Date()) {
@@ -104,12 +119,8 @@ export function createSessionStore(db: Db): SessionStore {
         .returning({ id: sessions.id });
       return gone.length;
     },
-    async sweep(now = new Date()) {
-      const gone = await db
-        .delete(sessions)
-        .where(lte(sessions.expiresAt, now))
-        .returning({ id: sessions.id });
-      return gone.length;
+    sweep(now = new Date()) {
+      return deleteInSlices(db, sessions, lte(sessions.expiresAt, now));
     },
   };
 }

@@ -1,10 +1,10 @@
 // PostgreSQL access shared by the services: one pool per process, drizzle on top, and the
 // start-up migration step. Each service owns one schema and its own migrations folder.
 
-import type { SQL } from 'drizzle-orm';
+import { type SQL, sql } from 'drizzle-orm';
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { migrate } from 'drizzle-orm/node-postgres/migrator';
-import { customType, PgDialect } from 'drizzle-orm/pg-core';
+import { customType, PgDialect, type PgTable } from 'drizzle-orm/pg-core';
 import pg from 'pg';
 import { PartStartError } from './config.ts';
 import { registerPoolMetrics } from './metrics.ts';
@@ -28,6 +28,22 @@ export function isRetryableConflict(err: unknown): boolean {
   }
   return false;
 }
+/**
+ * Deletes the rows of `table` matching `where` in slices of `slice` rows, each its own statement:
+ * a large backlog (a million expired sessions) never holds one long transaction, its locks and
+ * its WAL, and nothing is read back but the count. Answers how many rows went.
+ */
+export async function deleteInSlices(db: Tx, table: PgTable, where: SQL, slice = 5_000): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const { rowCount } = await db.execute(
+      sql`delete from ${table} where ctid = any(array(select ctid from ${table} where ${where} limit ${slice}))`,
+    );
+    total += rowCount ?? 0;
+    if (!rowCount || rowCount < slice) return total;
+  }
+}
+
 /** Anything that can run a query: the pool-backed db or a transaction. */
 export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0] | Db;
 

@@ -34,7 +34,7 @@ import { fieldFlags } from '@mcs/rest';
 import { sql } from 'drizzle-orm';
 import { boolean, index, type PgSchema, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
 import { CALLER_HEADERS, type Caller, type IdempotencyClaim } from './caller.ts';
-import { bytea, type Db, isRetryableConflict, type Tx } from './db.ts';
+import { bytea, type Db, deleteInSlices, isRetryableConflict, type Tx } from './db.ts';
 import { encodeAnswer } from './encoded.ts';
 import type { Logger } from './log.ts';
 import { transaction } from './outbox.ts';
@@ -232,16 +232,8 @@ export function createKeyStore(db: Db, table: IdempotencyTable): KeyStore {
         returning 1`);
       if (rows.length === 0) throw new KeyTaken();
     },
-    async sweep(now = new Date()) {
-      let total = 0;
-      // In slices, so a large backlog of expired keys never holds a long transaction.
-      for (;;) {
-        const { rowCount } = await db.execute(sql`
-          delete from ${t} where ctid = any(array(
-            select ctid from ${t} where created_at < ${new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS)} limit 5000))`);
-        total += rowCount ?? 0;
-        if (!rowCount || rowCount < 5000) return total;
-      }
+    sweep(now = new Date()) {
+      return deleteInSlices(db, table, sql`created_at < ${new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS)}`);
     },
   };
 }

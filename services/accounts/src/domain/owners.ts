@@ -7,7 +7,7 @@
 // parallel guesses cannot each find the count from before the others; a successful sign-in
 // clears it. (The gateway throttles per network address as well.)
 import { apiError } from '@mcs/errors';
-import type { Tx } from '@mcs/kit/db';
+import { deleteInSlices, type Tx } from '@mcs/kit/db';
 import { and, eq, isNotNull, isNull, lt, lte, or, sql } from 'drizzle-orm';
 import { accounts, signInFailures } from '../db/schema.ts';
 import { checkPasswordRules, decoyHash, hashPassword, verifyPassword } from './passwords.ts';
@@ -104,16 +104,14 @@ async function takeAttempt(tx: Tx, email: string, now: Date): Promise<Date | nul
 /** Forgets addresses nobody tried for a day (and not blocked): answers how many. */
 export async function sweepSignInFailures(tx: Tx, now = new Date()): Promise<number> {
   const cutoff = new Date(now.getTime() - FORGET_AFTER_MS);
-  const gone = await tx
-    .delete(signInFailures)
-    .where(
-      and(
-        lt(signInFailures.lastAt, cutoff),
-        or(isNull(signInFailures.blockedUntil), lt(signInFailures.blockedUntil, now)),
-      ),
-    )
-    .returning({ email: signInFailures.email });
-  return gone.length;
+  return deleteInSlices(
+    tx,
+    signInFailures,
+    and(
+      lt(signInFailures.lastAt, cutoff),
+      or(isNull(signInFailures.blockedUntil), lt(signInFailures.blockedUntil, now)),
+    )!,
+  );
 }
 
 /** The account whose owner this is, or owner_credentials_invalid / login_throttled. */
