@@ -79,11 +79,13 @@ const port = z.coerce.number().int().min(1).max(65535);
  */
 export class PartStartError extends Error {}
 
-/** Parses a duration like `250ms`, `30s`, `5m`, `2h` into milliseconds. */
+/** Parses a duration like `250ms`, `30s`, `5m`, `2h`, `30d` into milliseconds. */
 export function parseDuration(text: string): number {
-  const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$/.exec(text);
-  if (!m) throw new Error(`not a duration: "${text}" (use a number and one of ms, s, m, h)`);
-  const unit = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 }[m[2] as 'ms' | 's' | 'm' | 'h'];
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$/.exec(text);
+  if (!m) throw new Error(`not a duration: "${text}" (use a number and one of ms, s, m, h, d)`);
+  const unit = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }[
+    m[2] as 'ms' | 's' | 'm' | 'h' | 'd'
+  ];
   return Math.round(Number(m[1]) * unit);
 }
 

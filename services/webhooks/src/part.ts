@@ -18,6 +18,7 @@ import { sharePauses } from './delivery/pauses.ts';
 import { createProber } from './delivery/prober.ts';
 import { createReplayer } from './delivery/replayer.ts';
 import { createSender } from './delivery/sender.ts';
+import { startRetention } from './domain/retention.ts';
 import { createSecretBox, loadSecretsKey } from './domain/secrets.ts';
 import type { Env } from './env.ts';
 import { createAccountDirectory } from './mail/accounts.ts';
@@ -142,8 +143,10 @@ export async function startWebhooks(env: Env, log: Logger): Promise<StartedPart>
   const stopMetrics = registerScrapedMetrics({ db: database.db, nc, names });
   log.info({ port: server.port }, 'webhooks listening');
   const janitor = startKeyJanitor(keys, log);
+  const retention = startRetention(database.db, log, env.WEBHOOK_RETENTION);
   const stop = async () => {
     janitor.stop();
+    retention.stop();
     stopMetrics();
     await server.close();
     await consumer.stop();

@@ -10,7 +10,7 @@ import { LISTEN_URL } from '@mcs/kit/listen';
 import { EVENT_TYPES } from '@mcs/kit/outbox';
 import { changedAt, pageLimit, pageStart } from '@mcs/kit/resources';
 import { optionalText } from '@mcs/kit/validate';
-import { and, count, desc, eq, lt, ne, sql } from 'drizzle-orm';
+import { and, count, desc, eq, lt, sql } from 'drizzle-orm';
 import { deliveries, type EndpointStatus, endpoints, type Ordering } from '../db/schema.ts';
 import {
   ForbiddenTargetError,
