@@ -550,7 +550,8 @@ export const operationMeta: Record<string, OperationMeta> = {
   },
   RetryWebhookDelivery: {
     summary: 'Retry a delivery',
-    description: 'Sends a delivery again now. A failed or skipped one starts the retry schedule over.',
+    description:
+      'Sends a delivery again now. A failed or skipped one starts the retry schedule over. A pending one whose attempt is in flight (or due within the attempt time-out) is answered as it is: a second attempt beside it would reach the receiver twice at once.',
   },
   SendTestWebhook: {
     summary: 'Send a test event',

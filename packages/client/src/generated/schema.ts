@@ -560,7 +560,7 @@ export interface paths {
         put?: never;
         /**
          * Retry a delivery
-         * @description Sends a delivery again now. A failed or skipped one starts the retry schedule over.
+         * @description Sends a delivery again now. A failed or skipped one starts the retry schedule over. A pending one whose attempt is in flight (or due within the attempt time-out) is answered as it is: a second attempt beside it would reach the receiver twice at once.
          */
         post: operations["RetryWebhookDelivery"];
         delete?: never;

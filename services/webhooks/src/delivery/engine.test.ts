@@ -393,7 +393,7 @@ describe('delivery engine', () => {
 
     await db.db.transaction((tx) => enableEndpoint(tx, caller, endpoint.id));
     const again = await db.db.transaction((tx) => retryDelivery(tx, caller, endpoint.id, id, engine.leaseMs));
-    engine.enqueue([again.queued]);
+    engine.enqueue([again.queued!]);
     await r.waitFor(12, 5_000);
     const row = await until('the delivery to fail', async () => {
       const d = await deliveryRow(id);

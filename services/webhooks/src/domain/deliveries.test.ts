@@ -137,7 +137,7 @@ describe('retryDelivery', () => {
     });
     const { rows } = await db.pool.query('select * from webhooks.deliveries where id = $1', [id]);
     expect(rows[0]).toMatchObject({ status: 'pending', attempts: 6, schedule_start: 6 });
-    expect(rows[0].next_attempt_at).toEqual(again.lease);
+    expect(rows[0].next_attempt_at).toEqual(again?.lease);
   });
 
   it('keeps the schedule of a pending delivery, just due now', async () => {
@@ -148,6 +148,33 @@ describe('retryDelivery', () => {
     await db.db.transaction((tx) => retryDelivery(tx, caller, endpoint.id, id, LEASE));
     const { rows } = await db.pool.query('select * from webhooks.deliveries where id = $1', [id]);
     expect(rows[0]).toMatchObject({ status: 'pending', attempts: 2, schedule_start: 0 });
+  });
+
+  it('leaves a delivery whose attempt is in flight (its lease ahead) as it is, queuing nothing', async () => {
+    const { caller, endpoint } = await account();
+    const { queued } = await emit(caller);
+    const id = queued[0]!.deliveryId;
+    // Claimed for an attempt: its lease ends within LEASE.
+    const now = new Date();
+    const lease = new Date(now.getTime() + LEASE / 2);
+    await db.pool.query('update webhooks.deliveries set next_attempt_at = $2 where id = $1', [id, lease]);
+    const retry = () => db.db.transaction((tx) => retryDelivery(tx, caller, endpoint.id, id, LEASE, now));
+    // Twenty retries at once (the endpoint's lock makes them take turns): not one more attempt.
+    const answers = await Promise.all(Array.from({ length: 20 }, retry));
+    for (const a of answers) {
+      expect(a.queued).toBeUndefined();
+      expect(a.delivery).toMatchObject({ id, status: 'pending' });
+    }
+    const { rows } = await db.pool.query('select next_attempt_at from webhooks.deliveries where id = $1', [
+      id,
+    ]);
+    expect(rows[0].next_attempt_at).toEqual(lease);
+    // A retry due later than a lease is made due now, as before.
+    await db.pool.query('update webhooks.deliveries set next_attempt_at = $2 where id = $1', [
+      id,
+      new Date(now.getTime() + 10 * LEASE),
+    ]);
+    expect((await retry()).queued).toMatchObject({ deliveryId: id });
   });
 
   it('refuses while the endpoint is unhealthy or disabled, and unknown deliveries', async () => {

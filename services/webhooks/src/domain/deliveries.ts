@@ -142,7 +142,8 @@ function requireEnabled(endpoint: Endpoint): void {
  * a failed, skipped or succeeded one becomes pending and starts the retry schedule over, so if
  * this attempt fails it is retried as a fresh delivery would be (and the end of that run turns
  * the endpoint unhealthy as usual). A manual resend is outside the 6-attempt rule of automatic
- * delivery: attempt numbers continue in the log.
+ * delivery: attempt numbers continue in the log. A pending one whose attempt is in flight, or due
+ * within `leaseMs`, is left as it is (answered, nothing queued).
  */
 export async function retryDelivery(
   tx: Tx,
@@ -151,10 +152,23 @@ export async function retryDelivery(
   id: string,
   leaseMs: number,
   now = new Date(),
-): Promise<{ delivery: Delivery; queued: QueuedDelivery }> {
+): Promise<{ delivery: Delivery; queued: QueuedDelivery | undefined }> {
   const endpoint = await getEndpoint(tx, caller, endpointId, { lock: true });
   requireEnabled(endpoint);
   const current = await getDelivery(tx, endpoint, id);
+  // An attempt in flight holds the delivery's lease, which ends within leaseMs; a fresh delivery
+  // or a retry due that soon looks the same. Another attempt now would run beside that one with
+  // the same number (the receiver getting the event twice at once, and one of the two answers
+  // lost from the log), so the delivery is left as it is: its attempt is made within leaseMs.
+  const due = current.nextAttemptAt?.getTime();
+  if (
+    current.status === 'pending' &&
+    due !== undefined &&
+    due > now.getTime() &&
+    due <= now.getTime() + leaseMs
+  ) {
+    return { delivery: current, queued: undefined };
+  }
   const lease = new Date(now.getTime() + leaseMs);
   await tx
     .update(deliveries)
