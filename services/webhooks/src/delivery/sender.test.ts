@@ -1,0 +1,41 @@
+// The HTTP sender against raw receivers: answers real servers give that a strict client refuses.
+import net from 'node:net';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createSender } from './sender.ts';
+
+const servers: net.Server[] = [];
+afterAll(() => {
+  for (const s of servers) s.close();
+});
+
+/** A receiver that reads the request, then writes `answer` as raw bytes. */
+async function rawReceiver(answer: string): Promise<string> {
+  const server = net.createServer((socket) => {
+    let seen = '';
+    socket.on('data', (chunk) => {
+      seen += chunk.toString('latin1');
+      const head = seen.indexOf('\r\n\r\n');
+      if (head < 0) return;
+      const length = Number(/content-length: *(\d+)/i.exec(seen.slice(0, head))?.[1] ?? 0);
+      if (seen.length - head - 4 >= length) socket.end(answer);
+    });
+  });
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/hooks`;
+}
+
+describe('HTTP sender', () => {
+  const sender = createSender({ timeoutMs: 3_000, allowPrivate: true, connectionsPerOrigin: 4 });
+  afterAll(() => sender.close());
+
+  it('takes the answer after an unexpected 100 Continue (RFC 9110 15.2), as after any 1xx', async () => {
+    for (const interim of ['100 Continue', '103 Early Hints']) {
+      const url = await rawReceiver(
+        `HTTP/1.1 ${interim}\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok`,
+      );
+      const result = await sender.send(url, '{}', { 'content-type': 'application/json' });
+      expect(result, interim).toMatchObject({ ok: true, statusCode: 200, error: null, excerpt: 'ok' });
+    }
+  });
+});
