@@ -184,6 +184,12 @@ export function createEngine(opts: EngineOptions): Engine {
     },
   });
 
+  /** An endpoint that gets no more attempts: the lanes and max_rate slots drop what they keep of it. */
+  const forget = (endpointId: string) => {
+    lanes.forget(endpointId);
+    rateSlots.note(endpointId, null);
+  };
+
   const successes = createSuccessLog({
     db,
     log,
@@ -402,6 +408,7 @@ export function createEngine(opts: EngineOptions): Engine {
       if (row.paused) continue; // held back, or due when the pause ends: released or polled then
       if (row.endpoint_status !== 'enabled' || row.url === null || row.body === null || !row.secret_sealed) {
         skip.push(item.deliveryId);
+        if (row.endpoint_status !== 'enabled') forget(item.endpointId);
         continue;
       }
       claimed.push({
@@ -527,6 +534,7 @@ export function createEngine(opts: EngineOptions): Engine {
     // goes now, before this one's retry.
     if (target.orderingKey && next) await release(item.endpointId, target.orderingKey);
     if (transition) {
+      if (transition !== 'warned') forget(item.endpointId);
       log.warn({ endpoint: item.endpointId, transition }, 'endpoint health changed');
       opts.onNotify?.(item.endpointId, transition);
       if (transition !== 'warned') return;

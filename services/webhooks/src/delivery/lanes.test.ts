@@ -53,6 +53,16 @@ describe('delivery lanes', () => {
     expect(lanes.laneOf('a')).toBe('fast');
   });
 
+  it('forgets an endpoint that gets no more attempts (unhealthy, disabled, deleted)', () => {
+    const lanes = lanesOf();
+    lanes.failed('a');
+    lanes.answeredIn('b', 500);
+    expect([lanes.laneOf('a'), lanes.laneOf('b')]).toEqual(['slow', 'slow']);
+    lanes.forget('a');
+    lanes.forget('b');
+    expect([lanes.isFailing('a'), lanes.laneOf('a'), lanes.laneOf('b')]).toEqual([false, 'fast', 'fast']);
+  });
+
   it('moves an attempt still in flight after slowAfterMs to the slow lane and frees its fast slot', () => {
     const lanes = lanesOf({ concurrency: 4 });
     let moved = 0;

@@ -37,6 +37,11 @@ export interface Lanes {
   isFailing(endpointId: string): boolean;
   succeeded(endpointId: string): void;
   failed(endpointId: string): void;
+  /**
+   * The endpoint gets no more attempts (unhealthy, disabled or deleted): what is kept about it
+   * goes, so the sets hold live endpoints only (a deleted one would otherwise stay for good).
+   */
+  forget(endpointId: string): void;
 }
 
 export function createLanes(opts: {
@@ -120,6 +125,10 @@ export function createLanes(opts: {
     },
     failed(endpointId) {
       failing.add(endpointId);
+    },
+    forget(endpointId) {
+      failing.delete(endpointId);
+      slowEndpoints.delete(endpointId);
     },
   };
 }
