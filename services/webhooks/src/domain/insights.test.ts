@@ -104,6 +104,27 @@ describe('endpointStats', () => {
         });
     }
     await db.db.insert(attempts).values(rows);
+    // As recording an attempt does (delivery/record.ts): the delivery's last attempt time.
+    await db.pool.query(
+      `update webhooks.deliveries d set last_attempt_at = a.at
+         from (select delivery_id, max(at) at from webhooks.attempts group by delivery_id) a
+        where a.delivery_id = d.id`,
+    );
+    // A delivery last attempted before the window is not read at all, whatever its attempts say.
+    const stale = await eventDeliveries(db.db, caller, (await emit(caller)).id);
+    await db.db.insert(attempts).values({
+      deliveryId: stale[0]!.id,
+      number: 1,
+      at: new Date('2030-05-05T12:00:00Z'),
+      statusCode: 200,
+      error: null,
+      latencyMs: 5,
+      responseExcerpt: 'ok',
+    });
+    await db.pool.query(
+      `update webhooks.deliveries set last_attempt_at = '2030-05-01T00:00:00Z' where id = $1`,
+      [stale[0]!.id],
+    );
     const stats = await endpointStats(db.db, caller, ep.id, now);
     expect(stats.buckets).toHaveLength(24);
     expect(stats.buckets[0]!.start.toISOString()).toBe('2030-05-04T13:00:00.000Z');

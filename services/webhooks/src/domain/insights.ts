@@ -57,6 +57,9 @@ export async function endpointStats(
   const firstHour = Math.floor(now.getTime() / HOUR) * HOUR - 23 * HOUR;
   const since = new Date(firstHour);
   const hour = sql<string>`floor(extract(epoch from ${attempts.at}) / 3600)`;
+  // A delivery with an attempt since then was last attempted since then: only those are joined
+  // to their attempts, not the endpoint's whole history (30 days, WEBHOOK_RETENTION).
+  const recent = gte(deliveries.lastAttemptAt, since);
   const perHour = await tx
     .select({
       hour: hour.mapWith(Number),
@@ -65,7 +68,7 @@ export async function endpointStats(
     })
     .from(attempts)
     .innerJoin(deliveries, eq(deliveries.id, attempts.deliveryId))
-    .where(and(eq(deliveries.endpointId, endpoint.id), gte(attempts.at, since)))
+    .where(and(eq(deliveries.endpointId, endpoint.id), recent, gte(attempts.at, since)))
     .groupBy(hour);
   const [latency] = await tx
     .select({
@@ -84,6 +87,7 @@ export async function endpointStats(
     .where(
       and(
         eq(deliveries.endpointId, endpoint.id),
+        recent,
         gte(attempts.at, since),
         sql`${attempts.statusCode} is not null`,
       ),
