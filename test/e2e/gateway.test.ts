@@ -388,7 +388,7 @@ describe('updates', () => {
     const path = `/v1/products/${product.json.id}`;
     const cleared = await call('POST', path, { body: { description: null } });
     expect(cleared.status, cleared.text).toBe(200);
-    expect(cleared.json).toMatchObject({ name: 'Tea', description: '' });
+    expect(cleared.json).toMatchObject({ name: 'Tea', description: null });
     // null would otherwise be read as "unchanged": the caller is told, nothing changes.
     expectError(
       await call('POST', path, { body: { name: null } }),

@@ -68,16 +68,16 @@ export const webhooksEnvSchema = baseEnvSchema.extend({
    */
   WEBHOOK_ORDERING_WAIT: duration.default(30_000),
   /**
-   * The niceness of the webhooks process (0–19; 0 leaves it): where the parts share a machine,
-   * API requests get the CPU before deliveries (priority.ts). Only in its own process.
-   */
-  /**
    * How long the event log, its deliveries and their attempts are kept after the event (and sent
    * e-mails, finished recoveries and resends after they finished): domain/retention.ts.
    */
   WEBHOOK_RETENTION: duration.default(30 * 86_400_000).refine((ms) => ms >= 3_600_000, {
     message: 'WEBHOOK_RETENTION must be at least 1h',
   }),
+  /**
+   * The niceness of the webhooks process (0–19; 0 leaves it): where the parts share a machine,
+   * API requests get the CPU before deliveries (priority.ts). Only in its own process.
+   */
   WEBHOOK_NICE: z.coerce.number().int().min(0).max(19).default(10),
 });
 

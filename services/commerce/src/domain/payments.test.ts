@@ -187,6 +187,22 @@ describe('settling payments', () => {
     expect((await getPayment(db.db, caller, opened.id)).status).toBe('failed');
   });
 
+  it('fails a payment opened while the completion of another waited for the order', async () => {
+    const o = await newOrder();
+    const first = await pay(o.id);
+    const [opened, { voided, order }] = await secondWaitsForFirst(
+      db,
+      (tx) => createPayment(tx, caller, { order: o.id }, sandbox, clock()),
+      (tx) => completeTestPayment(tx, caller, first.id, sandbox),
+    );
+    expect(order?.status).toBe('paid');
+    expect(voided.map((p) => p.id)).toEqual([opened.id]);
+    expect(await getPayment(db.db, caller, opened.id)).toMatchObject({
+      status: 'failed',
+      failureMessage: paidByAnotherMessage(o.id, first.id),
+    });
+  });
+
   it('leaves no payment pending on a settled order, whatever runs at once', async () => {
     // Cancels, completions, declines and new payments of one order, all at once, several times:
     // each ends in an answer or a refusal (never a deadlock), and once the order left pending

@@ -234,8 +234,10 @@ export async function settlePayment(
     })
     .where(eq(payments.id, current.id))
     .returning();
-  const others = pending.filter((p) => p.id !== id);
-  const voided = order ? await voidPayments(tx, others, paidByAnotherMessage(order.id, id), at) : [];
+  // The order's other pending payments, those opened while this waited for the order's lock
+  // included (they committed before it was granted; none can be opened now): none can settle.
+  const others = order ? (await lockPendingPayments(tx, caller, order.id)).filter((p) => p.id !== id) : [];
+  const voided = await voidPayments(tx, others, paidByAnotherMessage(current.orderId, id), at);
   return { payment: row as Payment, order, voided };
 }
 

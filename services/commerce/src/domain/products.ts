@@ -39,7 +39,8 @@ export function validateProduct(input: CreateProductInput): {
 } {
   return {
     name: requireText(input.name, 'name', MAX_NAME),
-    description: optionalText(input.description, 'description', MAX_DESCRIPTION) ?? null,
+    // No description is null (as the API renders an unset one), whether left out or sent as "".
+    description: optionalText(input.description, 'description', MAX_DESCRIPTION) || null,
     price: requireInteger(input.price, 'price', { min: 0, max: MAX_AMOUNT }),
     currency: requireCurrency(input.currency, 'currency'),
   };
@@ -103,7 +104,7 @@ export async function updateProduct(
   const patch: Partial<Pick<Product, 'name' | 'description' | 'price' | 'active'>> = {};
   if (input.name !== undefined) patch.name = requireText(input.name, 'name', MAX_NAME);
   if (input.description !== undefined)
-    patch.description = optionalText(input.description, 'description', MAX_DESCRIPTION) ?? null;
+    patch.description = optionalText(input.description, 'description', MAX_DESCRIPTION) || null;
   if (input.price !== undefined)
     patch.price = requireInteger(input.price, 'price', { min: 0, max: MAX_AMOUNT });
   if (input.active !== undefined) patch.active = input.active;
