@@ -18,12 +18,12 @@ const idAt = (prefix: string, ms: number) =>
 const now = Date.now();
 const cutoff = new Date(now - 30 * DAY);
 
-async function event(atMs: number): Promise<string> {
+async function event(atMs: number, resource?: { key: string; version: number }): Promise<string> {
   const id = idAt('evt', atMs);
   await db.pool.query(
-    `insert into webhooks.events (id, account_id, livemode, type, payload, body, created_at)
-     values ($1, 'acct_r', false, 'order.created', '\\x00', '{}', $2)`,
-    [id, new Date(atMs)],
+    `insert into webhooks.events (id, account_id, livemode, type, payload, body, created_at, resource_key, resource_version)
+     values ($1, 'acct_r', false, 'order.created', '\\x00', '{}', $2, $3, $4)`,
+    [id, new Date(atMs), resource?.key ?? null, resource?.version ?? null],
   );
   return id;
 }
@@ -95,6 +95,21 @@ describe('retention', () => {
     expect(await purgeBefore(db.db, cutoff, 3)).toMatchObject({ events: 1, deliveries: 2, attempts: 2 });
     expect(await purgeBefore(db.db, cutoff, 3)).toMatchObject({ events: 0, deliveries: 0, attempts: 0 });
     expect(await events([recent])).toBe(1);
+  });
+
+  it('keeps the newest event of each resource, which per_resource ordering of its next change needs', async () => {
+    const key = 'order:ord_retained';
+    const v1 = await event(now - 50 * DAY, { key, version: 1 });
+    const v2 = await event(now - 45 * DAY, { key, version: 2 });
+    const other = await event(now - 45 * DAY, { key: 'order:ord_newer', version: 1 });
+    await event(now - DAY, { key: 'order:ord_newer', version: 2 });
+    await purgeBefore(db.db, cutoff);
+    expect(await events([v1, other])).toBe(0);
+    expect(await events([v2])).toBe(1);
+    // Its next change arrives: the old version goes at the next run.
+    await event(now, { key, version: 3 });
+    await purgeBefore(db.db, cutoff);
+    expect(await events([v2])).toBe(0);
   });
 
   it('removes e-mails sent and replays finished before the cutoff, nothing unsent or running', async () => {

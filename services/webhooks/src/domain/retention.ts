@@ -1,14 +1,15 @@
 // Retention: the event log, the deliveries of its events and their attempts are kept for
 // WEBHOOK_RETENTION (30 days) after the event, then removed together, a slice of events at a
 // time. An event with a delivery still pending (a retry due, a resend queued) stays until it
-// settles. Sent e-mails and finished recoveries and resends go after the same time.
+// settles, and the newest event of each resource stays (per_resource ordering looks it up).
+// Sent e-mails and finished recoveries and resends go after the same time.
 //
 // Every lookup rides an index: events by id (ids start with their time, kit/ids), deliveries by
 // event through the two partial indexes fan-out and resends use, attempts by delivery.
 import { deleteInSlices, type Tx } from '@mcs/kit/db';
 import { encodeTime } from '@mcs/kit/ids';
 import { transaction } from '@mcs/kit/outbox';
-import { and, asc, eq, gt, inArray, isNotNull, lt } from 'drizzle-orm';
+import { and, asc, eq, gt, inArray, isNotNull, lt, sql } from 'drizzle-orm';
 import { attempts, deliveries, events, notifications, replays } from '../db/schema.ts';
 
 export interface Purged {
@@ -28,7 +29,7 @@ export async function purgeBefore(db: Tx, cutoff: Date, slice = 1_000): Promise<
   for (;;) {
     const last = await transaction(db, async (tx) => {
       const old = await tx
-        .select({ id: events.id })
+        .select({ id: events.id, resourceKey: events.resourceKey, resourceVersion: events.resourceVersion })
         .from(events)
         .where(and(lt(events.id, bound), gt(events.id, after)))
         .orderBy(asc(events.id))
@@ -44,6 +45,7 @@ export async function purgeBefore(db: Tx, cutoff: Date, slice = 1_000): Promise<
           .for('update');
       const theirs = [...(await ofOrigin('event')), ...(await ofOrigin('resend'))];
       const held = new Set(theirs.filter((d) => d.status === 'pending').map((d) => d.eventId));
+      for (const id of await newestOfTheirResource(tx, old)) held.add(id);
       const goneEvents = ids.filter((id) => !held.has(id));
       const goneDeliveries = theirs.filter((d) => !held.has(d.eventId)).map((d) => d.id);
       if (goneDeliveries.length > 0) {
@@ -73,6 +75,28 @@ export async function purgeBefore(db: Tx, cutoff: Date, slice = 1_000): Promise<
     and(isNotNull(replays.completedAt), lt(replays.completedAt, cutoff))!,
   );
   return purged;
+}
+
+/**
+ * Of `candidates`, the events that are the newest version of their resource. Each stays: the
+ * resource's next change (version v + 1) is held for per_resource endpoints until version v is
+ * in the log (delivery/claims.ts), so removing it would hold a change to a resource untouched
+ * for a month WEBHOOK_ORDERING_WAIT and send it with a false warning. One event per resource.
+ */
+async function newestOfTheirResource(
+  tx: Tx,
+  candidates: Array<{ id: string; resourceKey: string | null; resourceVersion: number | null }>,
+): Promise<string[]> {
+  const versioned = candidates.filter((e) => e.resourceKey !== null && e.resourceVersion !== null);
+  if (versioned.length === 0) return [];
+  const { rows } = await tx.execute<{ id: string }>(sql`
+    select e.id
+      from unnest(${sql.param(versioned.map((e) => e.id))}::text[],
+                  ${sql.param(versioned.map((e) => e.resourceKey))}::text[],
+                  ${sql.param(versioned.map((e) => e.resourceVersion))}::int[]) as e(id, key, version)
+     where not exists (select 1 from ${events} n
+                        where n.resource_key = e.key and n.resource_version > e.version)`);
+  return rows.map((r) => r.id);
 }
 
 /** Runs purgeBefore(now − retention) every `everyMs` and once at start, logging what went. */
