@@ -73,7 +73,10 @@ async function resendable(tx: Tx, caller: Caller, id: string) {
         eq(events.livemode, caller.livemode),
         eq(events.test, false),
       ),
-    );
+    )
+    // Held until the resend's delivery is in: the retention purge (domain/retention.ts) cannot
+    // remove the event under it and leave the delivery without its event.
+    .for('share');
   if (!row) throw apiError('resource_missing', { param: 'id', message: `No such event: ${id}.` });
   return row;
 }

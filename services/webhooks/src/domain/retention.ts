@@ -33,7 +33,9 @@ export async function purgeBefore(db: Tx, cutoff: Date, slice = 1_000): Promise<
         .from(events)
         .where(and(lt(events.id, bound), gt(events.id, after)))
         .orderBy(asc(events.id))
-        .limit(slice);
+        .limit(slice)
+        // A resend of one of them (which share-locks its event) waits, then finds it gone.
+        .for('update');
       if (old.length === 0) return undefined;
       const ids = old.map((r) => r.id);
       const ofOrigin = (origin: 'event' | 'resend') =>
