@@ -13,8 +13,10 @@ import { buildRoutes, createMatcher } from './routes.ts';
 
 /** Stands for commerce's CreateOrder: stores the first answer per key and replays it, as kit/idempotency does. */
 function scriptedCommerce() {
-  const stored = new Map<string, { fingerprint: string; order: Message }>();
+  const stored = new Map<string, { fingerprint: string; order: Message; expires: number | undefined }>();
   const calls: Array<{ key: string | undefined }> = [];
+  /** When the keys stored from now on expire (ms since the epoch; undefined: no header, as before). */
+  let keyLife: (() => number | undefined) | undefined = () => Date.now() + 24 * 3600_000;
   let next = 1;
   let hold: Promise<void> | undefined;
   const createOrder: UnaryCall = async (_request, options: CallOptions) => {
@@ -26,17 +28,23 @@ function scriptedCommerce() {
     const known = key === undefined ? undefined : stored.get(key);
     if (known) {
       if (known.fingerprint !== fingerprint) throw new Error('the scripted service got another request');
-      options.onHeader?.(new Headers({ [CALLER_HEADERS.idempotentReplayed]: 'true' }));
+      const h = new Headers({ [CALLER_HEADERS.idempotentReplayed]: 'true' });
+      if (known.expires !== undefined) h.set(CALLER_HEADERS.idempotencyExpires, String(known.expires));
+      options.onHeader?.(h);
       return known.order;
     }
     const order = create(commerce.OrderSchema, { id: `ord_${next++}`, currency: 'EUR' });
-    if (key !== undefined) stored.set(key, { fingerprint, order });
+    if (key !== undefined) stored.set(key, { fingerprint, order, expires: keyLife?.() });
     options.onHeader?.(new Headers());
     return order;
   };
   return {
     calls,
     client: { createOrder } as Record<string, UnaryCall>,
+    /** Sets when keys stored from now on expire; `undefined` answers replays without the header. */
+    keysExpire(at: (() => number | undefined) | undefined) {
+      keyLife = at;
+    },
     /** Until the returned function is called, every call waits. */
     holdCalls(): () => void {
       let release!: () => void;
@@ -121,6 +129,28 @@ describe('keyed requests at the gateway', () => {
       expect(await again.text()).toBe(firstBody);
     }
     expect(callsWith('k-1')).toBe(2);
+  });
+
+  it('keeps a replayed answer no longer than the service keeps its key', async () => {
+    try {
+      service.keysExpire(() => Date.now() + 300);
+      await order('k-exp');
+      expect((await order('k-exp')).headers.get('idempotent-replayed')).toBe('true');
+      await order('k-exp');
+      expect(callsWith('k-exp')).toBe(2); // kept while the key lives
+      await new Promise((r) => setTimeout(r, 350));
+      await order('k-exp');
+      expect(callsWith('k-exp')).toBe(3); // the key expired: the service decides again
+
+      // A service that does not say when its key expires: nothing is kept.
+      service.keysExpire(undefined);
+      await order('k-noexp');
+      await order('k-noexp');
+      await order('k-noexp');
+      expect(callsWith('k-noexp')).toBe(3);
+    } finally {
+      service.keysExpire(() => Date.now() + 24 * 3600_000);
+    }
   });
 
   it('refuses another request under a key it keeps with 422, without the service', async () => {

@@ -396,11 +396,13 @@ export function createHandler(deps: GatewayDeps) {
       );
       // The owning service stores a keyed answer with the write and replays it (kit/idempotency).
       let replayed = false;
+      let keyExpires: number | undefined;
       const options: CallOptions = {
         headers,
         timeoutMs: 30_000,
         onHeader: (h) => {
           replayed = h.get(CALLER_HEADERS.idempotentReplayed) === 'true';
+          if (replayed) keyExpires = Number(h.get(CALLER_HEADERS.idempotencyExpires) ?? Number.NaN);
         },
       };
       const answer = tracing.enabled
@@ -415,7 +417,8 @@ export function createHandler(deps: GatewayDeps) {
       // Kept once the service replayed it: a key retried once is likely retried again (a client's
       // retry loop), while most keys are never retried, and keeping every keyed answer cost each
       // write a copy that outlived the young generation.
-      if (replayed && held && fp !== undefined) recent.set(held.scope, held.key, fp, bytes);
+      // Never past the key's own expiry: a service without the header gives NaN, i.e. not kept.
+      if (replayed && held && fp !== undefined) recent.set(held.scope, held.key, fp, bytes, keyExpires);
       sendBytes(res, 200, bytes, replayed ? { 'idempotent-replayed': 'true' } : undefined);
     } catch (err) {
       let rendered: RenderedError;

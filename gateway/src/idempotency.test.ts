@@ -62,6 +62,24 @@ describe('recent answers', () => {
     expect(r.get(at('acct_1', false), 'c')).toBeUndefined();
   });
 
+  it('keeps an answer no longer than its key lives in the service', () => {
+    let t = 0;
+    const r = createRecentAnswers({ ttlMs: 1_000, now: () => t });
+    r.set(at('acct_1', false), 'soon', fp, Buffer.from('1'), 400);
+    r.set(at('acct_1', false), 'later', fp, Buffer.from('2'), 5_000);
+    r.set(at('acct_1', false), 'gone', fp, Buffer.from('3'), 0);
+    r.set(at('acct_1', false), 'unknown', fp, Buffer.from('4'), Number.NaN);
+    expect(r.get(at('acct_1', false), 'gone')).toBeUndefined();
+    expect(r.get(at('acct_1', false), 'unknown')).toBeUndefined();
+    t = 399;
+    expect(text(r.get(at('acct_1', false), 'soon'))?.body).toBe('1');
+    t = 400;
+    expect(r.get(at('acct_1', false), 'soon')).toBeUndefined();
+    expect(text(r.get(at('acct_1', false), 'later'))?.body).toBe('2');
+    t = 1_000; // the gateway's own limit comes first
+    expect(r.get(at('acct_1', false), 'later')).toBeUndefined();
+  });
+
   it('gives back the exact bytes, multi-byte text included, and a copy of them', () => {
     const r = createRecentAnswers();
     const body = Buffer.from('{"name":"Café ☕","note":"日本"}');

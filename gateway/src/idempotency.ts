@@ -111,12 +111,14 @@ export interface RecentAnswer {
 
 export interface RecentAnswers {
   get(scope: KeyScope, key: string): RecentAnswer | undefined;
-  set(scope: KeyScope, key: string, fingerprint: string, body: Buffer): void;
+  /** `expiresAt` (ms since the epoch): when the service forgets the key; kept no longer. */
+  set(scope: KeyScope, key: string, fingerprint: string, body: Buffer, expiresAt?: number): void;
 }
 
 /**
- * The last `max` keyed answers of this gateway, each for `ttlMs` (bounded memory: the oldest
- * entry goes first; bodies over `maxBody` bytes are not kept).
+ * The last `max` keyed answers of this gateway, each for `ttlMs` and never past its key's expiry
+ * in the service (bounded memory: the oldest entry goes first; bodies over `maxBody` bytes are not
+ * kept).
  *
  * An entry is one Buffer — expiry, fingerprint and the answer's bytes, outside the JS heap — under
  * its key string. Under load every entry outlives a few young-generation collections and is
@@ -144,12 +146,14 @@ export function createRecentAnswers(
       const fpEnd = 9 + e[8]!;
       return { fingerprint: e.toString('utf8', 9, fpEnd), body: e.subarray(fpEnd) };
     },
-    set(scope, key, fingerprint, body) {
+    set(scope, key, fingerprint, body, expiresAt = Number.POSITIVE_INFINITY) {
       if (body.length > maxBody) return;
+      const expires = Math.min(now() + ttlMs, expiresAt);
+      if (!(expires > now())) return;
       const fpLength = Buffer.byteLength(fingerprint);
       if (fpLength > 255) return;
       const e = Buffer.allocUnsafe(9 + fpLength + body.length);
-      e.writeDoubleLE(now() + ttlMs, 0);
+      e.writeDoubleLE(expires, 0);
       e[8] = fpLength;
       e.write(fingerprint, 9, 'utf8');
       body.copy(e, 9 + fpLength);

@@ -14,6 +14,11 @@ export const CALLER_HEADERS = {
   /** Response header: the answer is the stored answer of an earlier call with the same key. */
   idempotentReplayed: 'mcs-idempotent-replayed',
   /**
+   * Response header beside idempotentReplayed: when the replayed key expires (milliseconds since
+   * the epoch), so a gateway keeping the answer keeps it no longer than the service would.
+   */
+  idempotencyExpires: 'mcs-idempotency-expires',
+  /**
    * Response header of a 503 whose cause is the service's database being unreachable (value
    * `database`): the gateway refuses the service's calls at once until it is back (gateway/circuit).
    */

@@ -45,6 +45,8 @@ export interface CreateResult {
   response?: Buffer | null;
   /** The earlier answer is sealed (kit/idempotency holdsSecret). */
   sealed?: boolean | null;
+  /** When the earlier answer's key was stored, ms since the epoch (text). */
+  created_ms?: string | null;
   /** The outbox seq of the create's event. */
   seq?: string | null;
 }

@@ -375,13 +375,26 @@ describe('answerOnce', () => {
         },
         { lookupFirst: false },
       );
+    const before = Date.now();
     expect((await run('thing_first')).id).toBe('thing_first');
+    const after = Date.now();
     expect(ctx1.responseHeader.get(CALLER_HEADERS.idempotentReplayed)).toBeNull();
+    expect(ctx1.responseHeader.get(CALLER_HEADERS.idempotencyExpires)).toBeNull();
 
     const ctx2 = handlerContext();
     const replay = await run('thing_second', caller, ctx2);
     expect(replay.id).toBe('thing_first');
     expect(ctx2.responseHeader.get(CALLER_HEADERS.idempotentReplayed)).toBe('true');
+    // When the key expires, for a gateway that keeps the answer (gateway/idempotency.ts).
+    const expires = Number(ctx2.responseHeader.get(CALLER_HEADERS.idempotencyExpires));
+    expect(expires).toBeGreaterThanOrEqual(before + IDEMPOTENCY_WINDOW_MS - 1);
+    expect(expires).toBeLessThanOrEqual(after + IDEMPOTENCY_WINDOW_MS + 1);
+
+    // Also when the replay is found by a lookup first.
+    const ctx3 = handlerContext();
+    const looked = await answerOnce(keys, ctx3, caller, async () => order('never'), { lookupFirst: true });
+    expect(looked.id).toBe('thing_first');
+    expect(Number(ctx3.responseHeader.get(CALLER_HEADERS.idempotencyExpires))).toBe(expires);
 
     const other = await run(
       'thing_third',

@@ -6,7 +6,8 @@
 //
 //   same key, same request   → the stored answer, decoded into the same message, so the
 //                               gateway renders the same bytes; response header
-//                               `mcs-idempotent-replayed: true`
+//                               `mcs-idempotent-replayed: true` (and when the key
+//                               expires, `mcs-idempotency-expires`)
 //   same key, other request  → idempotency_key_reused (422)
 //   concurrent same key      → the second waits on the key's unique index until the first
 //                               commits, then replays it (the gateway answers 409 itself when
@@ -174,6 +175,8 @@ export interface StoredAnswer {
   fingerprint: string;
   response: Uint8Array;
   sealed: boolean;
+  /** When the key was stored (ms since the epoch): it expires IDEMPOTENCY_WINDOW_MS later. */
+  createdMs: number;
 }
 
 /**
@@ -204,6 +207,13 @@ export interface KeyStore {
 
 const tableSql = (t: IdempotencyTable) => sql`${t}`;
 
+/**
+ * A key's `created_at` as milliseconds since the epoch, in text: the same through drizzle (which
+ * leaves timestamps as text) and through pg's own parsers (insert-once.ts reads it raw).
+ */
+export const CREATED_MS_SQL = (column: string) => `(extract(epoch from ${column}) * 1000)::bigint::text`;
+const CREATED_MS = sql.raw(CREATED_MS_SQL('created_at'));
+
 export function createKeyStore(db: Db, table: IdempotencyTable): KeyStore {
   const t = tableSql(table);
   return {
@@ -211,12 +221,24 @@ export function createKeyStore(db: Db, table: IdempotencyTable): KeyStore {
     async lookup(caller, now = new Date()) {
       const k = keyedOf(caller);
       if (!k) return undefined;
-      const { rows } = await db.execute<{ fingerprint: string; response: Buffer; sealed: boolean }>(sql`
-        select fingerprint, response, sealed from ${t}
+      const { rows } = await db.execute<{
+        fingerprint: string;
+        response: Buffer;
+        sealed: boolean;
+        created_ms: string;
+      }>(sql`
+        select fingerprint, response, sealed, ${CREATED_MS} as created_ms from ${t}
          where account_id = ${caller.accountId} and livemode = ${caller.livemode} and key_hash = ${k.hash}
            and created_at >= ${new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS)}`);
       const row = rows[0];
-      return row && { fingerprint: row.fingerprint, response: row.response, sealed: row.sealed };
+      return (
+        row && {
+          fingerprint: row.fingerprint,
+          response: row.response,
+          sealed: row.sealed,
+          createdMs: Number(row.created_ms),
+        }
+      );
     },
     async record(tx, caller, response, now = new Date(), sealed = true) {
       const k = keyedOf(caller);
@@ -275,6 +297,10 @@ export async function answerOnce<T extends Message>(
   const replay = (stored: StoredAnswer): T => {
     if (stored.fingerprint !== k.claim.fingerprint) throw apiError('idempotency_key_reused');
     ctx.responseHeader.set(CALLER_HEADERS.idempotentReplayed, 'true');
+    ctx.responseHeader.set(
+      CALLER_HEADERS.idempotencyExpires,
+      String(stored.createdMs + IDEMPOTENCY_WINDOW_MS),
+    );
     return fromBinary(ctx.method.output, stored.sealed ? k.open(stored.response) : stored.response) as T;
   };
   if (opts.lookupFirst) {

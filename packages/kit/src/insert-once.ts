@@ -9,6 +9,7 @@ import type { Caller } from './caller.ts';
 import { rawSession, type Tx } from './db.ts';
 import { type CreateResult, type GroupedStatement, groupCommit } from './group-commit.ts';
 import {
+  CREATED_MS_SQL,
   IDEMPOTENCY_WINDOW_MS,
   type IdempotencyTable,
   type KeyStore,
@@ -123,7 +124,7 @@ function singleText(table: PgTable, cols: Column[], keys?: IdempotencyTable, out
     where k.created_at < $7
   returning 1
 ), o as (insert into ${t} (${names}) select ${vals} where exists (select 1 from k) returning 1)${eventCte}
-select exists (select 1 from o) as inserted, p.fingerprint, p.response, p.sealed${seq}
+select exists (select 1 from o) as inserted, p.fingerprint, p.response, p.sealed, ${CREATED_MS_SQL('p.created_at')} as created_ms${seq}
   from (select 1) one left join ${k} p
     on p.account_id = $1 and p.livemode = $2 and p.key_hash = $3 and p.created_at >= $7`;
 }
@@ -254,8 +255,13 @@ export async function insertOnce<V extends Record<string, unknown>>(
     return { event: entry && { id: entry.row.eventId, type: entry.row.type, payload: entry.row.payload } };
   }
   throw new KeyTaken(
-    row?.fingerprint && row.response
-      ? { fingerprint: row.fingerprint, response: row.response, sealed: row.sealed ?? true }
+    row?.fingerprint && row.response && row.created_ms
+      ? {
+          fingerprint: row.fingerprint,
+          response: row.response,
+          sealed: row.sealed ?? true,
+          createdMs: Number(row.created_ms),
+        }
       : undefined,
   );
 }
