@@ -299,6 +299,9 @@ export function createListen(deps: {
   }
 
   async function ack(id: string, req: IncomingMessage, res: ServerResponse, who: Principal) {
+    // Only an endpoint id can name one; anything else would also become part of a NATS subject.
+    if (!isId('we', id))
+      throw apiError('resource_missing', { param: 'id', message: `No such webhook endpoint: ${id}.` });
     const body = await readJson(req);
     const token = body.ack;
     if (token === undefined || token === null || token === '')

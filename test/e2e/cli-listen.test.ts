@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { createInterface } from 'node:readline';
 import { type AccountKeys, type Stack, startStack, until } from '@mcs/testkit';
 import { verifyServiceSignature, verifyStandardSignature } from '@mcs/webhook-verify';
+import { connect } from 'nats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cliEnv, jsonOf, runCli, spawnCli } from './cli-helpers.ts';
 
@@ -369,6 +370,32 @@ describe('mcs listen', () => {
     expect(((await text.json()) as { error: { code: string } }).error.code).toBe('unsupported_media_type');
     const noKey = await fetch(`${stack.baseUrl}/v1/webhooks/${plain.json.id}/listen`);
     expect(noKey.status).toBe(401);
+  });
+
+  it('never lets an ack path reach NATS as protocol text', async () => {
+    // An id with CR LF once went into the subject of the ack's forward: NATS has no escaping,
+    // so it was a PUB of the caller's choosing on the gateway's connection.
+    const nc = await connect({ servers: stack.nats.url });
+    try {
+      const got: string[] = [];
+      const sub = nc.subscribe(`${stack.nats.prefix}.pwned`, { callback: (_e, m) => got.push(m.string()) });
+      await nc.flush();
+      const id = `x _INBOX.a 0\r\n\r\nPUB ${stack.nats.prefix}.pwned 11\r\nhello-pwned\r\nPUB ${stack.nats.prefix}.listen_ack.y`;
+      for (const path of [
+        `/v1/webhooks/${encodeURIComponent(id)}/listen/ack`,
+        `/v1/webhooks/we_*/listen/ack`,
+      ]) {
+        const res = await stack.api(keys.secret_key, 'POST', path, { ack: 'z' });
+        expect(res.status).toBe(404);
+        expect(res.json.error).toMatchObject({ code: 'resource_missing', param: 'id' });
+      }
+      await new Promise((r) => setTimeout(r, 300));
+      await nc.flush();
+      expect(got).toEqual([]);
+      sub.unsubscribe();
+    } finally {
+      await nc.close();
+    }
   });
 
   it("never rate-limits an ack: it answers a request mcs sent, and the app's answer must not be lost", async () => {

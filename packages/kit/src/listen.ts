@@ -12,9 +12,19 @@
 /** The url of a listen endpoint: not a network address, never reached over HTTP. */
 export const LISTEN_URL = 'mcs-listen:';
 
+/**
+ * An endpoint id as one token of a NATS subject. NATS has no escaping: a space, CR or LF in a
+ * subject is protocol text on the connection, and `.`, `*` or `>` change what it names. Callers
+ * check ids first (isId); this refuses anything else that reaches a subject anyway.
+ */
+function token(endpointId: string): string {
+  if (!/^[A-Za-z0-9_-]{1,64}$/.test(endpointId)) throw new Error('not an endpoint id');
+  return endpointId;
+}
+
 /** Where the webhooks service sends each attempt to a listen endpoint (a request). */
 export function listenSubject(prefix: string, endpointId: string): string {
-  return `${prefix}.listen.${endpointId}`;
+  return `${prefix}.listen.${token(endpointId)}`;
 }
 
 /**
@@ -22,12 +32,12 @@ export function listenSubject(prefix: string, endpointId: string): string {
  * endpoint is refused (each would forward every delivery, and the first to stop would delete it).
  */
 export function listenPresenceSubject(prefix: string, endpointId: string): string {
-  return `${prefix}.listen_presence.${endpointId}`;
+  return `${prefix}.listen_presence.${token(endpointId)}`;
 }
 
 /** Where an ack that reached another gateway replica goes to find the session's holder. */
 export function listenAckSubject(prefix: string, endpointId: string): string {
-  return `${prefix}.listen_ack.${endpointId}`;
+  return `${prefix}.listen_ack.${token(endpointId)}`;
 }
 
 /** The request of one attempt (webhooks → gateway), JSON. */
