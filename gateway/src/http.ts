@@ -374,7 +374,7 @@ export function createHandler(deps: GatewayDeps) {
 
       const fp = key === undefined ? undefined : fingerprint(method, path, json);
       if (key !== undefined) {
-        const scope = { owner: route.owner, accountId: principal.accountId, livemode: principal.livemode };
+        const scope = { accountId: principal.accountId, livemode: principal.livemode };
         if (!inFlight.take(scope, key)) throw apiError('idempotency_key_in_use');
         held = { scope, key };
         const known = recent.get(scope, key);

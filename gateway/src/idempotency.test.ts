@@ -21,15 +21,12 @@ describe('fingerprint', () => {
   });
 });
 
-/** The scope of a key on a commerce route (or another service's). */
-const at = (accountId: string, livemode: boolean, owner = 'commerce') => ({ owner, accountId, livemode });
+/** The scope of a key: the account and the mode, whatever the route. */
+const at = (accountId: string, livemode: boolean) => ({ accountId, livemode });
 
 describe('keys in flight', () => {
-  it('holds a key once per service, account and mode until released', () => {
+  it('holds a key once per account and mode until released', () => {
     const f = createInFlight();
-    // Another service keeps its own keys: the same key there is another key.
-    expect(f.take(at('acct_9', false), 'k')).toBe(true);
-    expect(f.take(at('acct_9', false, 'messaging'), 'k')).toBe(true);
     expect(f.take(at('acct_1', false), 'k')).toBe(true);
     expect(f.take(at('acct_1', false), 'k')).toBe(false);
     expect(f.take(at('acct_1', true), 'k')).toBe(true);
@@ -50,7 +47,6 @@ describe('recent answers', () => {
     expect(text(r.get(at('acct_1', false), 'a'))).toEqual({ fingerprint: fp, body: '{"id":1}' });
     expect(r.get(at('acct_1', true), 'a')).toBeUndefined();
     expect(r.get(at('acct_2', false), 'a')).toBeUndefined();
-    expect(r.get(at('acct_1', false, 'messaging'), 'a')).toBeUndefined();
     r.set(at('acct_1', false), 'big', fp, Buffer.from('x'.repeat(11)));
     expect(r.get(at('acct_1', false), 'big')).toBeUndefined();
     r.set(at('acct_1', false), 'b', 'f2', Buffer.from('2'));

@@ -67,19 +67,17 @@ export function fingerprint(method: string, path: string, body: unknown): string
 }
 
 /**
- * Where an idempotency key is one key: the service that owns the route (each keeps its own keys,
- * kit/idempotency), the account and the mode. The same key on an order and on a conversation is
- * two keys, here as in the services.
+ * Where an idempotency key is one key: the account and the mode, whichever route it comes with
+ * (the services share one table, kit/idempotency). The same key on an order and then on a
+ * conversation is another request: 422.
  */
 export interface KeyScope {
-  owner: string;
   accountId: string;
   livemode: boolean;
 }
 
 // The key is the client's and comes last; the separator cannot occur in the other parts.
-const scoped = (scope: KeyScope, key: string) =>
-  `${scope.owner}\n${scope.accountId}\n${scope.livemode}\n${key}`;
+const scoped = (scope: KeyScope, key: string) => `${scope.accountId}\n${scope.livemode}\n${key}`;
 
 /** The keys this gateway is answering right now, per scope. */
 export interface InFlight {

@@ -468,20 +468,43 @@ describe('idempotency', () => {
     expect(list.json.data.filter((o: any) => o.id === first.json.id)).toHaveLength(1);
   });
 
-  it('keeps a key per service: one replayed on an order is a fresh key on a conversation', async () => {
-    const key = `svc-${Date.now()}`;
-    const headers = { 'idempotency-key': key };
-    await call('POST', '/v1/orders', { body: order(), headers });
-    // Replayed: the gateway now remembers the answer (gateway/idempotency.ts).
-    expect(
-      (await call('POST', '/v1/orders', { body: order(), headers })).headers.get('idempotent-replayed'),
-    ).toBe('true');
-    const conversation = await call('POST', '/v1/conversations', {
-      body: { customer: { name: 'Ada', phone: '+4915112345678' } },
-      headers,
-    });
-    expect(conversation.status, conversation.text).toBe(200);
-    expect(conversation.json.object).toBe('conversation');
+  it('keeps a key per account and mode, whichever service owns the route (spec 7.4)', async () => {
+    const conversationBody = { customer: { name: 'Ada', phone: '+4915112345678' } };
+    const endpointBody = { url: 'https://example.com/key-reuse', events: ['order.created'] };
+    const count = async (path: string) => (await call('GET', `${path}?limit=100`)).json.data.length as number;
+    const before = { conversations: await count('/v1/conversations'), webhooks: await count('/v1/webhooks') };
+
+    // An order first; then the same key elsewhere, once after the gateway has a replay in memory.
+    for (const replayFirst of [false, true]) {
+      const headers = { 'idempotency-key': `svc-${replayFirst}-${Date.now()}` };
+      expect((await call('POST', '/v1/orders', { body: order(), headers })).status).toBe(200);
+      if (replayFirst) {
+        const again = await call('POST', '/v1/orders', { body: order(), headers });
+        expect(again.headers.get('idempotent-replayed')).toBe('true');
+      }
+      for (const [path, body] of [
+        ['/v1/conversations', conversationBody],
+        ['/v1/webhooks', endpointBody],
+      ] as const) {
+        expectError(
+          await call('POST', path, { body, headers }),
+          422,
+          'invalid_request_error',
+          'idempotency_key_reused',
+        );
+      }
+    }
+    // A conversation first, then an order: the same.
+    const headers = { 'idempotency-key': `svc-conv-${Date.now()}` };
+    expect((await call('POST', '/v1/conversations', { body: conversationBody, headers })).status).toBe(200);
+    expectError(
+      await call('POST', '/v1/orders', { body: order(), headers }),
+      422,
+      'invalid_request_error',
+      'idempotency_key_reused',
+    );
+    expect(await count('/v1/conversations')).toBe(before.conversations + 1);
+    expect(await count('/v1/webhooks')).toBe(before.webhooks);
   });
 
   it('refuses the key for another request (422) and while the first is in flight (409)', async () => {

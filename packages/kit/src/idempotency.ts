@@ -1,8 +1,10 @@
-// Idempotency-Key where the resource is written (docs/design.md "Idempotency"). Every service keeps
-// a table `<schema>.idempotency_keys`: per (account, mode, key hash) the fingerprint of the
-// first request and its answer (the RPC's response message, sealed). The row commits in the
-// same statement or transaction as the write it answers for, so a retry after any crash either
-// finds the answer or finds nothing written at all; there is no "in flight" state to recover.
+// Idempotency-Key where the resource is written (docs/design.md "Idempotency"). The services keep
+// one table, `idempotency.keys`: per (account, mode, key hash) the fingerprint of the first
+// request (method, path, body) and its answer (the RPC's response message, sealed when it holds
+// a secret). The row commits in the same statement or transaction as the write it answers for,
+// so a retry after any crash either finds the answer or finds nothing written at all; there is
+// no "in flight" state to recover. One table, not one per service: a key is the account's, so a
+// key first used on an order and then on a conversation is another request (422).
 //
 //   same key, same request   → the stored answer, decoded into the same message, so the
 //                               gateway renders the same bytes; response header
@@ -33,7 +35,7 @@ import { ConnectError, type HandlerContext } from '@connectrpc/connect';
 import { apiError } from '@mcs/errors';
 import { fieldFlags } from '@mcs/rest';
 import { sql } from 'drizzle-orm';
-import { boolean, index, type PgSchema, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
+import { boolean, index, type PgSchema, pgSchema, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
 import { CALLER_HEADERS, type Caller, type IdempotencyClaim } from './caller.ts';
 import { bytea, type Db, deleteInSlices, isRetryableConflict, type Tx } from './db.ts';
 import { encodeAnswer } from './encoded.ts';
@@ -44,10 +46,13 @@ import { pooledRandomBytes } from './random.ts';
 /** Idempotency keys live 24 hours (spec 7.4). */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 3600 * 1000;
 
-/** The idempotency table of a service, in that service's schema. */
-export function idempotencyTable(schema: PgSchema) {
+/**
+ * An idempotency table: `idempotency.keys` (idempotencyKeys below) in the services, another in
+ * a test's own schema.
+ */
+export function idempotencyTable(schema: PgSchema, name = 'idempotency_keys') {
   return schema.table(
-    'idempotency_keys',
+    name,
     {
       accountId: text('account_id').notNull(),
       livemode: boolean('livemode').notNull(),
@@ -62,11 +67,21 @@ export function idempotencyTable(schema: PgSchema) {
     (t) => [
       primaryKey({ columns: [t.accountId, t.livemode, t.keyHash] }),
       // The janitor deletes expired keys through this index.
-      index(`${schema.schemaName}_idempotency_keys_created_idx`).on(t.createdAt),
+      index(`${schema.schemaName}_${name}_created_idx`).on(t.createdAt),
     ],
   );
 }
 export type IdempotencyTable = ReturnType<typeof idempotencyTable>;
+
+/**
+ * The services' keys, one table for all: a key is the account's in one mode, whichever service
+ * owns the route it first came with, so the same key on an order and then on a conversation is
+ * 422, not a second resource (spec 7.4). Each service writes it in the statement or transaction
+ * of its write, as before; the table is kit's, created by each service's migration if missing
+ * (migrations run one at a time under an advisory lock, kit/db migrateSchema).
+ */
+export const idempotencySchema = pgSchema('idempotency');
+export const idempotencyKeys = idempotencyTable(idempotencySchema, 'keys');
 
 const secretCache = new WeakMap<DescMessage, boolean>();
 

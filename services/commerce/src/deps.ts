@@ -3,7 +3,7 @@ import type { PaymentProviders } from './providers/payment-provider.ts';
 
 /**
  * What the handlers need, built once in part.ts (and by the tests): the database, the idempotency
- * keys (commerce.idempotency_keys) and the outbox relay, and the commerce service's own adapters.
+ * keys (kit's idempotency.keys) and the outbox relay, and the commerce service's own adapters.
  */
 export interface Deps extends OutboxPartDeps {
   payments: PaymentProviders;

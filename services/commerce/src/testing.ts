@@ -1,8 +1,7 @@
 // The commerce service as its handler tests use it (see startServiceUnderTest in @mcs/testkit).
-import { createKeyStore } from '@mcs/kit/idempotency';
+import { createKeyStore, idempotencyKeys } from '@mcs/kit/idempotency';
 import { type ServiceUnderTest, startServiceUnderTest } from '@mcs/testkit';
 import { migrateCommerce } from './db/migrate.ts';
-import { idempotencyKeys } from './db/schema.ts';
 import type { Deps } from './deps.ts';
 import { sandboxProviders } from './providers/sandbox.ts';
 import { routes } from './routes.ts';

@@ -1,11 +1,12 @@
 // The messaging service: conversations, messages and channel adapters, and their events.
 // Started by main.ts in a process of its own, or with the gateway and two other services in one (scripts/one-process.ts).
+
+import { idempotencyKeys } from '@mcs/kit/idempotency';
 import type { Logger } from '@mcs/kit/log';
 import { startOutboxPart } from '@mcs/kit/outbox-part';
 import type { StartedPart } from '@mcs/kit/server';
 import { sandboxChannels } from './channels/sandbox.ts';
 import { migrateMessaging } from './db/migrate.ts';
-import { idempotencyKeys } from './db/schema.ts';
 import type { Env } from './env.ts';
 import { routes } from './routes.ts';
 

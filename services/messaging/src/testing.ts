@@ -1,9 +1,8 @@
 // The messaging service as its handler tests use it (see startServiceUnderTest in @mcs/testkit).
-import { createKeyStore } from '@mcs/kit/idempotency';
+import { createKeyStore, idempotencyKeys } from '@mcs/kit/idempotency';
 import { type ServiceUnderTest, startServiceUnderTest } from '@mcs/testkit';
 import { sandboxChannels } from './channels/sandbox.ts';
 import { migrateMessaging } from './db/migrate.ts';
-import { idempotencyKeys } from './db/schema.ts';
 import type { Deps } from './deps.ts';
 import { routes } from './routes.ts';
 

@@ -7,7 +7,7 @@ import type { SecretBox } from './domain/secrets.ts';
 /** What the handlers need, built once in main.ts (and by the tests). */
 export interface Deps {
   db: Db;
-  /** Idempotency keys and their answers (webhooks.idempotency_keys). */
+  /** Idempotency keys and their answers (kit's idempotency.keys, shared with the other services). */
   keys: KeyStore;
   box: SecretBox;
   policy: EndpointPolicy;

@@ -1,9 +1,8 @@
 // The commerce schema: its tables and nobody else's. Migrations: `pnpm --filter @mcs/commerce db:generate`.
 // Every row carries account_id and livemode, and every query filters on both (tenant isolation).
-// idempotency_keys holds each keyed write's answer (kit/idempotency): it commits with the write,
-// so a retried request finds the answer instead of writing again.
+// Each keyed write's answer goes to kit's idempotency.keys (kit/idempotency), in the write's own
+// statement or transaction; migration 0006 creates that table when missing.
 
-import { idempotencyTable } from '@mcs/kit/idempotency';
 import { outboxTable } from '@mcs/kit/outbox';
 import { sql } from 'drizzle-orm';
 import {
@@ -19,8 +18,6 @@ import {
 } from 'drizzle-orm/pg-core';
 
 export const commerce = pgSchema('commerce');
-
-export const idempotencyKeys = idempotencyTable(commerce);
 
 const createdAt = () => timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull();
 const updatedAt = () => timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull();

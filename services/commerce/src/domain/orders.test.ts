@@ -1,13 +1,13 @@
 import { create, fromBinary } from '@bufbuild/protobuf';
 import type { Caller } from '@mcs/kit/caller';
-import { createKeyStore, KeyTaken } from '@mcs/kit/idempotency';
+import { createKeyStore, idempotencyKeys, KeyTaken } from '@mcs/kit/idempotency';
 import type { NewEvent } from '@mcs/kit/outbox';
 import { commerce, events } from '@mcs/proto';
 import { apiErrorOf, freshDatabase, type MigratedDatabase, secondWaitsForFirst } from '@mcs/testkit';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrateCommerce } from '../db/migrate.ts';
-import { idempotencyKeys, outbox } from '../db/schema.ts';
+import { outbox } from '../db/schema.ts';
 import {
   createOrder,
   getOrder,
@@ -211,7 +211,7 @@ describe('an order and its event in one statement', () => {
     expect(first.event?.type).toBe('order.created');
     expect(sent).toHaveLength(1);
     expect(sent[0]).toMatch(
-      /^\s*with k as \(\s*insert into "commerce"."idempotency_keys".*o as \(insert into "commerce"."orders" .*e as \(insert into "commerce"."outbox"/s,
+      /^\s*with k as \(\s*insert into "idempotency"."keys".*o as \(insert into "commerce"."orders" .*e as \(insert into "commerce"."outbox"/s,
     );
     const written = await eventsAbout(first.order.id);
     expect(written).toHaveLength(1);

@@ -1,17 +1,14 @@
 // The messaging schema: its tables and nobody else's. Migrations:
 // `pnpm --filter @mcs/messaging exec drizzle-kit generate`.
 // Every row carries account_id and livemode, and every query filters on both (tenant isolation).
-// idempotency_keys holds each keyed write's answer (kit/idempotency): it commits with the write,
-// so a retried request finds the answer instead of writing again.
+// Each keyed write's answer goes to kit's idempotency.keys (kit/idempotency), in the write's own
+// statement or transaction; migration 0006 creates that table when missing.
 
-import { idempotencyTable } from '@mcs/kit/idempotency';
 import { outboxTable } from '@mcs/kit/outbox';
 import { sql } from 'drizzle-orm';
 import { boolean, index, pgSchema, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 
 export const messaging = pgSchema('messaging');
-
-export const idempotencyKeys = idempotencyTable(messaging);
 
 export const conversations = messaging.table(
   'conversations',

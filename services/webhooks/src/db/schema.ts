@@ -1,16 +1,13 @@
 // The webhooks schema: endpoints, the event log, deliveries and their attempts.
 // Migrations: `pnpm --filter @mcs/webhooks db:generate`.
-// idempotency_keys holds each keyed write's answer (kit/idempotency): it commits with the write,
-// so a retried request finds the answer instead of writing again.
+// Each keyed write's answer goes to kit's idempotency.keys (kit/idempotency), in the write's own
+// statement or transaction; migration 0006 creates that table when missing.
 
-import { idempotencyTable } from '@mcs/kit/idempotency';
 import { bytea } from '@mcs/kit/outbox';
 import { sql } from 'drizzle-orm';
 import { bigint, boolean, index, integer, pgSchema, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 
 export const webhooks = pgSchema('webhooks');
-
-export const idempotencyKeys = idempotencyTable(webhooks);
 
 const ts = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
 

@@ -4,7 +4,7 @@
 import { Code, ConnectError, createClient, createRouterTransport } from '@connectrpc/connect';
 import * as grpc from '@grpc/grpc-js';
 import { type Caller, callerHeaders } from '@mcs/kit/caller';
-import { createKeyStore } from '@mcs/kit/idempotency';
+import { createKeyStore, idempotencyKeys } from '@mcs/kit/idempotency';
 import { createLogger } from '@mcs/kit/log';
 import { errorLogger, type ServerHandle, startConnectServer } from '@mcs/kit/server';
 import { events as eventsProto, webhooks } from '@mcs/proto';
@@ -12,7 +12,7 @@ import { render } from '@mcs/rest';
 import { freshDatabase, grpcClient, type MigratedDatabase } from '@mcs/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrateWebhooks } from '../db/migrate.ts';
-import { idempotencyKeys } from '../db/schema.ts';
+
 import type { Deps } from '../deps.ts';
 import type { QueuedDelivery } from '../domain/fanout.ts';
 import { createSecretBox } from '../domain/secrets.ts';
