@@ -135,6 +135,27 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
   });
 }
 
+/**
+ * A publishable key reads the catalog: active products. It is public (in a web page's code), so
+ * a product the merchant archived is not readable with it: a list asks for active products only
+ * (and asking for archived ones is refused), and an archived product is not found.
+ */
+function catalogOnly(route: Route, request: Message): void {
+  if (route.method.input.typeName !== 'mcs.commerce.v1.ListProductsRequest') return;
+  const list = request as Message & { active?: boolean };
+  if (list.active === false)
+    throw new DecodeError('invalid_value', 'active', 'A publishable key lists active products only.');
+  list.active = true;
+}
+
+function catalogAnswer(answer: Message, id: string | undefined): void {
+  if (
+    answer.$typeName === 'mcs.commerce.v1.Product' &&
+    (answer as Message & { active: boolean }).active === false
+  )
+    throw apiError('resource_missing', { param: 'id', message: `No such product: ${id ?? ''}.` });
+}
+
 /** 403 for a publishable key outside the product catalog, naming the route it tried. */
 function publishableRefused(route: string) {
   return apiError('secret_key_required', {
@@ -281,7 +302,10 @@ export function createHandler(deps: GatewayDeps) {
   async function admit(req: IncomingMessage, limited = true) {
     const principal = await deps.auth.authenticate(req.headers.authorization);
     if (!limited) return principal;
-    const taken = deps.limiter.take(principal.accountId, principal.rateLimit);
+    // Publishable keys draw on a bucket of their own at the same rate: they are public by design,
+    // and whoever copies one from a web page must not be able to throttle the account's server.
+    const bucket = principal.secret ? principal.accountId : `${principal.accountId}/publishable`;
+    const taken = deps.limiter.take(bucket, principal.rateLimit);
     const rate = taken instanceof Promise ? await taken : taken;
     if (!rate.ok) throw fail('rate_limited', undefined, { 'retry-after': String(rate.retryAfter) });
     return principal;
@@ -371,6 +395,7 @@ export function createHandler(deps: GatewayDeps) {
         throw apiError('invalid_idempotency_key');
       const { init, json } = await decode(req, route, params, url);
       const request = create(route.method.input, init);
+      if (!principal.secret) catalogOnly(route, request);
 
       const fp = key === undefined ? undefined : fingerprint(method, path, json);
       if (key !== undefined) {
@@ -408,6 +433,7 @@ export function createHandler(deps: GatewayDeps) {
       const answer = tracing.enabled
         ? await tracedCall(call, request, options, route, headers)
         : await call(request, options);
+      if (!principal.secret) catalogAnswer(answer, params.id);
       const output: DescMessage = route.method.output;
       const body = JSON.stringify(
         isListResponse(output) ? renderList(output, answer, path) : render(output, answer),

@@ -106,6 +106,30 @@ describe('authentication', () => {
       'permission_error',
       'secret_key_required',
     );
+
+    // An archived product is withdrawn from the public catalog; the secret key still sees it.
+    const old = await call('POST', '/v1/products', {
+      body: { name: 'Old tea', price: 300, currency: 'EUR' },
+    });
+    expect((await call('DELETE', `/v1/products/${old.json.id}`)).json.active).toBe(false);
+    expectError(
+      await call('GET', `/v1/products/${old.json.id}`, pk),
+      404,
+      'not_found_error',
+      'resource_missing',
+      'id',
+    );
+    const listed = (await call('GET', '/v1/products?limit=100', pk)).json.data.map((p: any) => p.id);
+    expect(listed).toContain(tea.json.id);
+    expect(listed).not.toContain(old.json.id);
+    expectError(
+      await call('GET', '/v1/products?active=false', pk),
+      400,
+      'invalid_request_error',
+      'invalid_value',
+      'active',
+    );
+    expect((await call('GET', `/v1/products/${old.json.id}`)).json.active).toBe(false);
   });
 
   it('keeps test and live data apart', async () => {
@@ -611,5 +635,18 @@ describe('rate limits', () => {
     const ok = await call('POST', '/v1/orders', { key, body: order(), headers: { 'idempotency-key': 'rl' } });
     expect(ok.status).toBe(200);
     expect(ok.headers.get('idempotent-replayed')).toBeNull();
+  });
+
+  it("gives publishable keys a bucket of their own: a public page's traffic never throttles the server", async () => {
+    const limited = JSON.parse(
+      await stack.cli(['accounts', 'create', '--email', 'shop@example.com', '--rate-limit', '2']),
+    );
+    const results = [];
+    for (let i = 0; i < 5; i++)
+      results.push(await call('GET', '/v1/products', { key: limited.publishable_key as string }));
+    expect(results.some((r) => r.status === 429)).toBe(true);
+    // Right after the publishable key was refused, the secret key's bucket is still full.
+    expect((await call('GET', '/v1/orders', { key: limited.secret_key as string })).status).toBe(200);
+    expect((await call('GET', '/v1/orders', { key: limited.secret_key as string })).status).toBe(200);
   });
 });
