@@ -1,7 +1,17 @@
 // A local nats-server with JetStream for `pnpm start` when NATS_URL is not given.
 import { mkdirSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { type Child, findExecutable, portOpen, StartupError, spawnChild, waitForPort } from './proc.ts';
+import { join } from 'node:path';
+import {
+  type Child,
+  findExecutable,
+  log,
+  portOpen,
+  StartupError,
+  spawnChild,
+  stopLeftBehind,
+  waitForPort,
+} from './proc.ts';
 
 export const SPAWNED_NATS_PORT = 4229;
 const HOST = '127.0.0.1';
@@ -45,6 +55,9 @@ export async function startNats(opts: {
   signal: AbortSignal;
   onSpawn: (child: Child) => void;
 }): Promise<string> {
+  const pidFile = join(opts.storeDir, 'nats-server.pid');
+  const left = await stopLeftBehind(pidFile, 'nats-server', 'SIGTERM');
+  if (left) log.info(`stopped the nats-server (pid ${left}) a killed \`pnpm start\` left running`);
   if (await portOpen(HOST, SPAWNED_NATS_PORT)) {
     throw new StartupError(
       `port ${SPAWNED_NATS_PORT} is already in use (another \`pnpm start\` running?); stop it or set NATS_URL`,
@@ -54,7 +67,7 @@ export async function startNats(opts: {
   const child = spawnChild(
     'nats',
     opts.binary,
-    ['-js', '-a', HOST, '-p', String(SPAWNED_NATS_PORT), '-sd', opts.storeDir],
+    ['-js', '-a', HOST, '-p', String(SPAWNED_NATS_PORT), '-sd', opts.storeDir, '-P', pidFile],
     { cwd: opts.cwd, env: { ...process.env, GOMAXPROCS: natsProcessors() } },
   );
   opts.onSpawn(child);

