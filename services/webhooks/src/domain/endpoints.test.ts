@@ -45,6 +45,13 @@ describe('validateUrl', () => {
     expect(ftp.err.rawMessage).toBe('url must use https://.');
   });
 
+  it('names http:// among the schemes where it is allowed', async () => {
+    const ftp = await apiErrorOf(
+      validateUrl('ftp://93.184.215.14/', { ...strict, allowHttp: true, hints: true }),
+    );
+    expect(ftp.err.rawMessage).toBe('url must use https:// or http://.');
+  });
+
   it('refuses other schemes, credentials, garbage', async () => {
     for (const url of [
       'ftp://93.184.215.14/',

@@ -124,7 +124,9 @@ export async function validateUrl(raw: string, policy: EndpointPolicy): Promise<
       policy.hints && url.protocol === 'http:'
         ? ' To try a local http:// receiver, start the stack with WEBHOOK_ALLOW_HTTP=true (and WEBHOOK_ALLOW_PRIVATE_NETWORKS=true for 127.0.0.1 or localhost); never in production.'
         : '';
-    throw apiError('invalid_url', { param, message: `url must use https://.${hint}` });
+    // Name every scheme this stack takes: "https://" alone would be wrong where http is allowed.
+    const schemes = policy.allowHttp ? 'https:// or http://' : 'https://';
+    throw apiError('invalid_url', { param, message: `url must use ${schemes}.${hint}` });
   }
   if (url.username || url.password) {
     throw apiError('invalid_url', { param, message: 'url must not contain credentials.' });
