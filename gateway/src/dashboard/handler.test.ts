@@ -221,6 +221,12 @@ describe('sign-in', () => {
     expect(wrong.headers.get('allow')).toBe('POST');
   });
 
+  it('tells an existing account how to set its password, not only a new one', async () => {
+    const page = await (await go('/dashboard/login')).text();
+    expect(page).toContain('<code>pnpm mcs accounts set-password --account ACCOUNT_ID</code>');
+    expect(page).toContain('<code>pnpm mcs accounts create --email … --password</code>');
+  });
+
   it('redirects to the settings page, and to sign-in without a session', async () => {
     expect((await go('/dashboard')).headers.get('location')).toBe('/dashboard/settings/api');
     const res = await go('/dashboard/settings/api');

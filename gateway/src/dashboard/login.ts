@@ -240,7 +240,8 @@ ${opts.error ? html`<div class="flash error" role="alert">${opts.error}</div>` :
 <label class="field" for="password">Password</label>
 <input type="password" id="password" name="password" required autocomplete="current-password">
 <div class="submit"><button type="submit" class="primary">Sign in</button></div>
-<p class="meta">Set the owner's password with <code>pnpm mcs accounts create --email … --password</code>.</p>
+<p class="meta">Set the owner's password with <code>pnpm mcs accounts set-password --account ACCOUNT_ID</code>,
+or create a new account with one: <code>pnpm mcs accounts create --email … --password</code>.</p>
 </form>
 <details class="card" id="key-login-box"${opts.error && !opts.email ? ' open' : ''}><summary>Sign in with a secret API key instead</summary>
 <form method="post" action="${BASE}/login" id="key-login">
