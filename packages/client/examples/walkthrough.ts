@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { constructEvent, Mcs } from '@mcs/client';
@@ -19,6 +20,7 @@ const receiver = createServer((req, res) => {
     receiver.close();
   });
 });
+const delivered = once(receiver, 'close'); // it closes after the first delivery
 await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
 const { port } = receiver.address() as AddressInfo;
 const endpoint = await mcs.webhooks.create({
@@ -37,3 +39,9 @@ console.log('created', order.id, order.total, order.currency);
 
 // 3. every pending order, page by page
 for await (const o of mcs.orders.list({ status: 'pending', limit: 100 })) console.log('pending', o.id);
+
+// 4. once the delivery came, delete the endpoint: left behind, it would turn unhealthy (its receiver
+// is gone) and count toward the endpoint limit of the mode
+await delivered;
+await mcs.webhooks.del(endpoint.id);
+console.log('deleted', endpoint.id);

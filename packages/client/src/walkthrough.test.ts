@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { REPO_ROOT, type Stack, startStack } from '@mcs/testkit';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { Mcs } from './index.ts';
 
 const run = promisify(execFile);
 const example = new URL('../examples/walkthrough.ts', import.meta.url);
@@ -20,7 +21,7 @@ it('is shown in the README as it is', () => {
   expect(readme).toContain(`\`\`\`ts\n${readFileSync(example, 'utf8')}\`\`\``);
 });
 
-it('creates an order, verifies its delivery and lists the pending orders', async () => {
+it('creates an order, verifies its delivery, lists the pending orders and deletes its endpoint', async () => {
   const { secret_key } = await stack.createAccount();
   const { stdout } = await run(process.execPath, [example.pathname], {
     cwd: new URL('..', import.meta.url).pathname,
@@ -36,4 +37,8 @@ it('creates an order, verifies its delivery and lists the pending orders', async
     lines.some((l) => /^verified order\.created evt_\w+$/.test(l)),
     stdout,
   ).toBe(true);
+  // Its endpoint is deleted at the end: one left behind would turn unhealthy once the receiver closed.
+  expect(lines.at(-1), stdout).toMatch(/^deleted we_\w+$/);
+  const mcs = new Mcs({ apiKey: secret_key, baseUrl: stack.baseUrl });
+  expect((await mcs.webhooks.list()).data).toEqual([]);
 });
