@@ -2,8 +2,8 @@
 // password (set with `mcs accounts create --password`, typed with the keyboard only), the
 // test/live switch, API keys (created and shown once with a copy button, revoked after a
 // confirmation: the API refuses the key at once), events with their payload and every delivery
-// attempt, resending a failed delivery, and an endpoint's chart, test event and editing — on a
-// desktop and at phone width. Screenshots go to .data/screenshots.
+// attempt, resending a failed delivery (none to a deleted endpoint), and an endpoint's chart,
+// test event and editing — on a desktop and at phone width. Screenshots go to .data/screenshots.
 import { spawn } from 'node:child_process';
 import { REPO_ROOT, type Receiver, type Stack, startStack, until } from '@mcs/testkit';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
@@ -307,6 +307,32 @@ describe('the owner dashboard in a browser', () => {
         fullPage: true,
       });
     }
+    await context.close();
+  });
+
+  it('shows a delivery to a deleted endpoint as such, with nothing to resend', async () => {
+    // As an ended `mcs listen` session leaves it: a delivery made, then its endpoint deleted.
+    const brief = await receiver();
+    const gone = await must(owner.secret_key, 'POST', '/v1/webhooks', {
+      url: brief.url,
+      events: ['order.created'],
+    });
+    await newOrder(owner.secret_key);
+    const eventId = JSON.parse((await brief.waitFor(1))[0]!.body).id as string;
+    await must(owner.secret_key, 'DELETE', `/v1/webhooks/${gone.id}`);
+
+    const context = await browser.newContext();
+    const page = await keyboardSignIn(context, 'owner@example.com');
+    await page.goto(`${stack.baseUrl}/dashboard/events/${eventId}`);
+    const deleted = page.locator('article.delivery', { hasText: gone.id });
+    await expect(deleted.textContent()).resolves.toContain('(endpoint deleted)');
+    await expect(deleted.locator('button').count()).resolves.toBe(0);
+    await expect(deleted.locator('a').count()).resolves.toBe(0);
+    // The endpoint that still exists keeps its link.
+    const kept = page.locator('article.delivery', { hasText: endpointId });
+    await expect(kept.locator(`a[href$="/webhooks/${endpointId}"]`).count()).resolves.toBe(1);
+    await expect(kept.textContent()).resolves.not.toContain('(endpoint deleted)');
+    await page.screenshot({ path: shot('event-deleted-endpoint'), fullPage: true });
     await context.close();
   });
 });

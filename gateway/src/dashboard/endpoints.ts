@@ -9,7 +9,15 @@ import { EVENT_TYPES } from '@mcs/kit/outbox';
 import { events, webhooks } from '@mcs/proto';
 import { enumValueName } from '@mcs/rest';
 import { fingerprint } from '../idempotency.ts';
-import { callOptions, ID, type Kit, type RouteDef, type SignedIn, send } from './context.ts';
+import {
+  callOptions,
+  type DashboardDeps,
+  ID,
+  type Kit,
+  type RouteDef,
+  type SignedIn,
+  send,
+} from './context.ts';
 import { endpointPage, type StatsView } from './endpoint-page.ts';
 import { deliveriesPage, type RetryView, settingsPage } from './endpoints-view.ts';
 import {
@@ -87,20 +95,21 @@ export function eventTypeValue(name: string): events.EventType | undefined {
   return undefined;
 }
 
+/** Every endpoint of the signed-in mode. */
+export async function listEndpoints(deps: DashboardDeps, s: SignedIn): Promise<EndpointView[]> {
+  const out: EndpointView[] = [];
+  let startingAfter = '';
+  for (let i = 0; i < ENDPOINT_PAGES_MAX; i++) {
+    const page = await deps.webhooks.listWebhookEndpoints({ limit: ENDPOINT_PAGE, startingAfter }, s.call);
+    out.push(...page.data.map(endpointView));
+    if (!page.hasMore || page.data.length === 0) break;
+    startingAfter = page.data.at(-1)!.id;
+  }
+  return out;
+}
+
 export function endpointRoutes(kit: Kit): RouteDef[] {
   const { deps, explain } = kit;
-
-  async function listEndpoints(s: SignedIn): Promise<EndpointView[]> {
-    const out: EndpointView[] = [];
-    let startingAfter = '';
-    for (let i = 0; i < ENDPOINT_PAGES_MAX; i++) {
-      const page = await deps.webhooks.listWebhookEndpoints({ limit: ENDPOINT_PAGE, startingAfter }, s.call);
-      out.push(...page.data.map(endpointView));
-      if (!page.hasMore || page.data.length === 0) break;
-      startingAfter = page.data.at(-1)!.id;
-    }
-    return out;
-  }
 
   /** A failed load of an endpoint's page: 404 for another account's (or no) endpoint. */
   function loadFailed(res: ServerResponse, err: unknown, s: SignedIn, viewer: Viewer, what: string) {
@@ -128,7 +137,7 @@ export function endpointRoutes(kit: Kit): RouteDef[] {
     let status = 200;
     try {
       const [list, settings] = await Promise.all([
-        listEndpoints(s),
+        listEndpoints(deps, s),
         deps.settings.getWebhookSettings({}, s.call).catch(() => undefined), // shown when it answers
       ]);
       endpoints = list;

@@ -1,13 +1,13 @@
 // Events: the account's recent events (current mode) with a type filter, and each event's page:
 // its payload as delivered (pretty JSON), and its deliveries per endpoint with every attempt
-// (time, status, latency, response excerpt), each of which can be resent.
+// (time, status, latency, response excerpt), each of which can be resent while its endpoint exists.
 import { timestampDate } from '@bufbuild/protobuf/wkt';
 import { renderConnectError } from '@mcs/errors';
 import { EVENT_TYPES } from '@mcs/kit/outbox';
 import { events as eventsProto } from '@mcs/proto';
 import { enumValueName, render } from '@mcs/rest';
 import { ID, type Kit, type RouteDef, send } from './context.ts';
-import { deliveryView, eventTypeValue } from './endpoints.ts';
+import { deliveryView, eventTypeValue, listEndpoints } from './endpoints.ts';
 import type { Flash } from './flash.ts';
 import {
   csrfField,
@@ -66,11 +66,32 @@ ${opts.older ? html`<p><a href="${opts.older}">Older events →</a></p>` : ''}`;
   return layout('Events · mcs', body, viewer);
 }
 
+/** One delivery of an event, with a link to its endpoint and a resend button while that exists. */
+function eventDeliveryCard(viewer: Viewer, eventId: string, d: DeliveryView, endpointExists: boolean) {
+  if (!endpointExists) {
+    // Deleted (e.g. an ended `mcs listen` session): no page to link to, and a resend would fail.
+    return deliveryCard(
+      viewer,
+      d,
+      html`<span>to <span class="mono">${d.endpoint}</span> <span class="meta endpoint-deleted">(endpoint deleted)</span></span>`,
+      null,
+    );
+  }
+  return deliveryCard(
+    viewer,
+    d,
+    html`<span>to <a class="mono" href="${endpointPath(d.endpoint)}">${d.endpoint}</a></span>`,
+    `${eventPath(eventId)}/deliveries/${encodeURIComponent(d.endpoint)}/${encodeURIComponent(d.id)}/resend`,
+  );
+}
+
 export function eventPage(opts: {
   viewer: Viewer;
   event: EventRow;
   json: string;
   deliveries: DeliveryView[];
+  /** The ids of the mode's endpoints now: a delivery to any other went to a deleted one. */
+  endpoints: ReadonlySet<string>;
   flash?: Flash | undefined;
 }): string {
   const { viewer, event } = opts;
@@ -84,14 +105,7 @@ ${flashBox(opts.flash)}
 <span class="meta">A new delivery to each enabled endpoint subscribed to <code>${event.type}</code>; "Resend now" below sends one delivery again.</span></form>
 ${
   opts.deliveries.length
-    ? opts.deliveries.map((d) =>
-        deliveryCard(
-          viewer,
-          d,
-          html`<span>to <a class="mono" href="${endpointPath(d.endpoint)}">${d.endpoint}</a></span>`,
-          `${eventPath(event.id)}/deliveries/${encodeURIComponent(d.endpoint)}/${encodeURIComponent(d.id)}/resend`,
-        ),
-      )
+    ? opts.deliveries.map((d) => eventDeliveryCard(viewer, event.id, d, opts.endpoints.has(d.endpoint)))
     : html`<p class="empty">No endpoint was subscribed to this event when it happened.</p>`
 }
 <h2>Payload</h2>
@@ -132,9 +146,10 @@ export function eventRoutes(kit: Kit): RouteDef[] {
     const flash = kit.takeFlash(req, res, s);
     const viewer = await kit.viewerOf(s, EVENTS);
     try {
-      const [event, deliveries] = await Promise.all([
+      const [event, deliveries, endpoints] = await Promise.all([
         deps.events.getEvent({ id: id! }, s.call),
         deps.events.listEventDeliveries({ id: id! }, s.call),
+        listEndpoints(deps, s),
       ]);
       const json = JSON.stringify(render(eventsProto.EventSchema, event), null, 2);
       send(
@@ -145,6 +160,7 @@ export function eventRoutes(kit: Kit): RouteDef[] {
           event: rowOf(event),
           json,
           deliveries: deliveries.data.map(deliveryView),
+          endpoints: new Set(endpoints.map((e) => e.id)),
           flash,
         }),
       );

@@ -302,13 +302,19 @@ export function attemptsTable(attempts: AttemptView[]): SafeHtml {
 }
 
 /** One delivery with its attempts; `resend` is the POST that sends it again. */
-export function deliveryCard(viewer: Viewer, d: DeliveryView, title: SafeHtml, resend: string): SafeHtml {
+/** A delivery with its attempts; `resend` is null where it cannot be resent (its endpoint is deleted). */
+export function deliveryCard(
+  viewer: Viewer,
+  d: DeliveryView,
+  title: SafeHtml,
+  resend: string | null,
+): SafeHtml {
   return html`<article class="card delivery ${d.status}" id="${d.id}" data-status="${d.status}">
 <div class="row">${title}<span class="badge ${d.status}">${d.status}</span></div>
 <p class="meta"><span class="mono">${d.id}</span> · created ${time(d.createdAt)} · ${d.attemptCount}
 attempt${d.attemptCount === 1 ? '' : 's'}${d.nextAttemptAt ? html` · next attempt ${time(d.nextAttemptAt)}` : ''}</p>
 ${attemptsTable(d.attempts)}
-${d.status !== 'pending' ? html`<div class="actions">${postButton(viewer, resend, 'Resend now')}</div>` : ''}
+${resend !== null && d.status !== 'pending' ? html`<div class="actions">${postButton(viewer, resend, 'Resend now')}</div>` : ''}
 </article>`;
 }
 
