@@ -28,23 +28,7 @@ export function outboxTable(schema: PgSchema) {
 }
 export type OutboxTable = ReturnType<typeof outboxTable>;
 
-/** Every event type by its REST name (`order.created`, …), from the one proto enum. */
-export const EVENT_TYPES: readonly string[] = events.EventTypeSchema.values
-  .map((v) => enumValueName(events.EventTypeSchema, v.number))
-  .filter((n): n is string => n !== null);
-
-/**
- * The operational event types (`webhook_endpoint.unhealthy`, `.disabled`, `.enabled`): about the
- * account's own webhook endpoints, sent only to endpoints that name them.
- */
-export const OPERATIONAL_EVENT_TYPES: readonly string[] = EVENT_TYPES.filter((t) =>
-  t.startsWith('webhook_endpoint.'),
-);
-
-/** The nine resource event types of spec 6.1: what `"*"` subscribes to. */
-export const RESOURCE_EVENT_TYPES: readonly string[] = EVENT_TYPES.filter(
-  (t) => !OPERATIONAL_EVENT_TYPES.includes(t),
-);
+export { EVENT_TYPES, OPERATIONAL_EVENT_TYPES, RESOURCE_EVENT_TYPES } from './event-types.ts';
 
 /** The REST name of an event type, e.g. `order.created` (one enum is the source of every type). */
 export function eventTypeName(type: events.EventType): string {

@@ -5,18 +5,22 @@
 // local server's answer back (POST …/listen/ack), so the delivery's record is what really
 // happened. Ctrl-C removes the endpoint. Design: packages/kit/src/listen.ts, gateway README.
 import { createHmac, randomBytes } from 'node:crypto';
+import { EVENT_TYPES } from '@mcs/kit/event-types';
 import { LISTEN_URL, type ListenFrame } from '@mcs/kit/listen';
 import type { Api, Json } from '../api.ts';
 import { ApiError } from '../api.ts';
 import { CliError, type Parsed, required, str, usageError } from '../args.ts';
 import type { Command, Ctx } from '../context.ts';
 import { when } from '../output.ts';
-import { TRIGGER_TYPES } from './trigger.ts';
 
 const FORWARD_TIMEOUT_MS = 10_000;
 const EXCERPT_KEEP = 2048;
 
-/** `order.created,payment.*` → the endpoint's event list (patterns expanded, sorted). */
+/**
+ * `order.created,payment.*` → the endpoint's event list (patterns expanded, sorted). A pattern
+ * expands against every type the API accepts, so `webhook_endpoint.*` names the operational ones;
+ * `*` alone stays `*`, which the API reads as the resource types only (CONTRACT).
+ */
 export function expandEvents(text: string | undefined): string[] {
   if (text === undefined || text.trim() === '' || text.trim() === '*') return ['*'];
   const out = new Set<string>();
@@ -26,9 +30,9 @@ export function expandEvents(text: string | undefined): string[] {
     if (item === '*') return ['*'];
     if (item.endsWith('.*')) {
       const prefix = item.slice(0, -1);
-      const hits = TRIGGER_TYPES.filter((t) => t.startsWith(prefix));
+      const hits = EVENT_TYPES.filter((t) => t.startsWith(prefix));
       if (hits.length === 0)
-        throw new CliError(`--events: "${item}" matches no event type (${TRIGGER_TYPES.join(', ')})`);
+        throw new CliError(`--events: "${item}" matches no event type (${EVENT_TYPES.join(', ')})`);
       for (const h of hits) out.add(h);
     } else out.add(item); // the API checks the name
   }
@@ -305,7 +309,8 @@ const listenCommand: Command = {
     },
     events: {
       type: 'string',
-      description: 'TYPES: event types, comma separated; `payment.*` for a family (default: all)',
+      description:
+        'TYPES: event types, comma separated; `payment.*` for a family (default: *, the resource events)',
     },
     secret: {
       type: 'string',
