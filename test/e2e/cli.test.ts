@@ -362,6 +362,9 @@ describe('mcs --help', () => {
   it('answers for every command, with exit code 0', async () => {
     const all = await runCli(['--help'], cliEnv(stack));
     expect(all.code).toBe(0);
+    // The default base URL follows PORT (config.ts defaultBaseUrl); 8080 is only PORT's default.
+    expect(all.stdout).toContain('else http://127.0.0.1:$PORT)');
+    expect(all.stdout).not.toContain('127.0.0.1:8080');
     const usages = [...all.stdout.matchAll(/^ {2}mcs ([a-z-]+(?: [a-z-]+)?)\b/gm)].map((m) => m[1]!);
     expect(usages).toEqual(
       expect.arrayContaining([
@@ -382,6 +385,7 @@ describe('mcs --help', () => {
       runs.forEach((run, j) => {
         expect(run.code, batch[j]).toBe(0);
         expect(run.stdout, batch[j]).toMatch(/^usage: mcs /);
+        expect(run.stdout, batch[j]).not.toContain('127.0.0.1:8080');
       });
     }
   });

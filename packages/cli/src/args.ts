@@ -47,7 +47,8 @@ export const API_OPTIONS: Record<string, OptionSpec> = {
   },
   'base-url': {
     type: 'string',
-    description: 'URL: the API (else MCS_BASE_URL, else the saved one, else http://127.0.0.1:8080)',
+    description:
+      'URL: the API (else MCS_BASE_URL, else the saved one, else http://127.0.0.1:$PORT, 8080 without PORT)',
   },
   json: { type: 'boolean', description: 'print JSON for scripts instead of tables' },
 };

@@ -33,9 +33,9 @@ function overview(): string {
   }
   lines.push(
     'API commands take --api-key KEY (else MCS_API_KEY, else the key `mcs login` saved), --base-url URL',
-    '(else MCS_BASE_URL, else the saved one, else http://127.0.0.1:8080) and --json (JSON for scripts).',
-    'Operator commands call the accounts service at ACCOUNTS_URL (default http://127.0.0.1:(PORT+1),',
-    'PORT defaulting to 8080) and print one JSON object. `mcs COMMAND --help` tells more.',
+    '(else MCS_BASE_URL, else the saved one, else http://127.0.0.1:$PORT) and --json (JSON for scripts).',
+    'Operator commands call the accounts service at ACCOUNTS_URL (default http://127.0.0.1:(PORT+1))',
+    'and print one JSON object; PORT defaults to 8080. `mcs COMMAND --help` tells more.',
     'On failure: one line on stderr and exit code 1.',
   );
   return `${lines.join('\n')}\n`;

@@ -40,7 +40,8 @@ const login: Command = {
     'api-key': { type: 'string', description: 'KEY: the secret key (else asked for, or read from stdin)' },
     'base-url': {
       type: 'string',
-      description: 'URL: the API (default: MCS_BASE_URL, the saved one, or http://127.0.0.1:8080)',
+      description:
+        'URL: the API (default: MCS_BASE_URL, the saved one, or http://127.0.0.1:$PORT, 8080 without PORT)',
     },
     json: { type: 'boolean', description: 'print JSON for scripts' },
   },
