@@ -266,6 +266,45 @@ describe('mcs webhooks', () => {
     expect(invalid.code).toBe(1);
     expect(invalid.stderr).toMatch(/\(code invalid_url, param url, HTTP 400, Request-Id req_/);
   });
+
+  it('says when a list goes on past --limit, with the command for the next page', async () => {
+    const create = async (path: string) =>
+      jsonOf(
+        await runCli(
+          ['webhooks', 'create', '--url', `${receiver.url}/${path}`, '--events', 'product.updated', '--json'],
+          withKey(),
+        ),
+      );
+    const first = await create('page-a');
+    await create('page-b');
+    const page = await runCli(['webhooks', 'list', '--limit', '1'], withKey());
+    expect(page.code).toBe(0);
+    expect(page.stdout).toMatch(/\nmore: mcs webhooks list --limit 1 --starting-after we_\w+\n$/);
+    const whole = await runCli(['webhooks', 'list', '--limit', '100'], withKey());
+    expect(whole.stdout).not.toContain('more:');
+    // --json has has_more itself, and stays one document.
+    expect(jsonOf(await runCli(['webhooks', 'list', '--limit', '1', '--json'], withKey())).has_more).toBe(
+      true,
+    );
+
+    // Two deliveries to the first endpoint; a page of one says where the next starts, filters kept.
+    jsonOf(await runCli(['trigger', 'product.updated', '--json'], withKey()));
+    jsonOf(await runCli(['trigger', 'product.updated', '--json'], withKey()));
+    const args = ['webhooks', 'deliveries', first.id, '--status', 'succeeded'];
+    let done: { data: unknown[] } = { data: [] };
+    for (let i = 0; i < 100 && done.data.length < 2; i++) {
+      done = jsonOf(await runCli([...args, '--json'], withKey()));
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(done.data).toHaveLength(2);
+    const deliveries = await runCli([...args, '--limit', '1'], withKey());
+    expect(deliveries.stdout).toMatch(
+      new RegExp(
+        `\nmore: mcs webhooks deliveries ${first.id} --status succeeded --limit 1 --starting-after dlv_\\w+\n$`,
+      ),
+    );
+    expect((await runCli(args, withKey())).stdout).not.toContain('more:');
+  });
 });
 
 describe('test mode: a shorter retry schedule, and a failed delivery resent at once', () => {

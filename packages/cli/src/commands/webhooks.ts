@@ -17,6 +17,18 @@ export function deliveryRows(list: any[]): Array<Array<string | number | null>> 
 
 const endpointPath = (id: string) => `/v1/webhooks/${encodeURIComponent(id)}`;
 
+/**
+ * Under a table whose list has more (`has_more`): the command for the next page, the query's
+ * filters kept, as `mcs events list` prints it. A table that stops at --limit silently reads
+ * as all there is.
+ */
+// biome-ignore lint/suspicious/noExplicitAny: a list as the API renders it
+function moreLine(list: any, command: string, p: Parsed, filters: string[]): string {
+  if (!list.has_more) return '';
+  const same = [command, ...filters.map((f) => str(p, f) && `--${f} ${str(p, f)}`)].filter(Boolean);
+  return `more: ${same.join(' ')} --starting-after ${list.data.at(-1)?.id}\n`;
+}
+
 // biome-ignore lint/suspicious/noExplicitAny: an endpoint as the API renders it
 function endpointFields(e: any): string {
   return fields([
@@ -56,7 +68,10 @@ const webhooksList: Command = {
         e.description,
         when(e.created_at),
       ]);
-      return table(['id', 'status', 'url', 'events', 'description', 'created'], rows);
+      return (
+        table(['id', 'status', 'url', 'events', 'description', 'created'], rows) +
+        moreLine(list, 'mcs webhooks list', p, ['limit'])
+      );
     });
     return 0;
   },
@@ -132,7 +147,12 @@ const webhooksDeliveries: Command = {
         starting_after: str(p, 'starting-after'),
       }),
     );
-    ctx.print(list, () => table(DELIVERY_HEADERS, deliveryRows(list.data)));
+    ctx.print(
+      list,
+      () =>
+        table(DELIVERY_HEADERS, deliveryRows(list.data)) +
+        moreLine(list, `mcs webhooks deliveries ${p.positionals[0]}`, p, ['status', 'limit']),
+    );
     return 0;
   },
 };
