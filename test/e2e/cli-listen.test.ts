@@ -2,11 +2,13 @@
 // machine as the developer's app. Events reach it without a public URL, re-signed with the
 // session secret (checked with @mcs/webhook-verify), the app's answers are what the deliveries
 // record, Ctrl-C removes the endpoint, and a session that died leaves an endpoint the next one reuses.
-import type { ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createInterface } from 'node:readline';
-import { type AccountKeys, type Stack, startStack, until } from '@mcs/testkit';
+import { type AccountKeys, REPO_ROOT, type Stack, startStack, until } from '@mcs/testkit';
 import { verifyServiceSignature, verifyStandardSignature } from '@mcs/webhook-verify';
 import { connect } from 'nats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -53,18 +55,24 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-/** A running `mcs listen --json`: its lines as they come. */
-function startListen(args: string[]) {
-  const child = spawnCli(
-    ['listen', '--forward-to', appUrl, '--json', ...args],
-    cliEnv(stack, { MCS_API_KEY: keys.secret_key }),
-  );
+/**
+ * A running `mcs listen --json`: its lines as they come. With `launcher` (`pnpm mcs`, …) it starts
+ * as a user starts it, in a process group of its own, so a signal reaches the launcher only.
+ */
+function startListen(args: string[], launcher?: string[]) {
+  const argv = ['listen', '--forward-to', appUrl, '--json', ...args];
+  const env = cliEnv(stack, { MCS_API_KEY: keys.secret_key });
+  const child = launcher
+    ? spawn(launcher[0]!, [...launcher.slice(1), ...argv], { cwd: REPO_ROOT, env, detached: true })
+    : spawnCli(argv, env);
   child.stdin!.end();
   children.push(child);
   const lines: Array<Record<string, unknown>> = [];
   let stderr = '';
   child.stderr!.on('data', (c: Buffer) => (stderr += c));
-  createInterface({ input: child.stdout! }).on('line', (l) => lines.push(JSON.parse(l)));
+  createInterface({ input: child.stdout! }).on('line', (l) => {
+    if (l.startsWith('{')) lines.push(JSON.parse(l)); // a launcher may print lines of its own
+  });
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
   async function next(type: string, from = 0, timeoutMs = 20_000) {
     const deadline = Date.now() + timeoutMs;
@@ -79,6 +87,19 @@ function startListen(args: string[]) {
   }
   return { child, lines, next, exited, stderr: () => stderr };
 }
+
+/** The processes whose command line holds `marker` (a session's --secret): launchers and node. */
+function processesWith(marker: string): number[] {
+  const pids: number[] = [];
+  for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    try {
+      if (readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(marker)) pids.push(Number(pid));
+    } catch {} // gone meanwhile
+  }
+  return pids;
+}
+
+const newSecret = () => `whsec_${randomBytes(24).toString('base64')}`;
 
 describe('mcs listen', () => {
   it('forwards subscribed events re-signed, records the answers, and removes its endpoint on Ctrl-C', async () => {
@@ -176,6 +197,50 @@ describe('mcs listen', () => {
     expect(await session.exited).toBe(0);
     expect(session.lines.at(-1)).toEqual({ type: 'stopped', endpoint: id, removed: true });
     expect((await stack.api(keys.secret_key, 'GET', `/v1/webhooks/${id}`)).status).toBe(404);
+  });
+
+  // The npm `node` package's shim (node_modules/.bin/node), which `pnpm mcs` and the .bin/mcs
+  // script run, starts the real node as a child and passes no signal on: a signal to the
+  // launcher ends the launcher only. The session sees its parent go and stops as on Ctrl-C.
+  for (const launcher of [['pnpm', 'mcs'], ['node_modules/.bin/mcs']]) {
+    it(`stops and removes its endpoint when \`${launcher.join(' ')}\`, its launcher, is sent SIGTERM`, async () => {
+      const secret = newSecret();
+      const session = startListen(['--events', 'message.sent', '--secret', secret], launcher);
+      const ready = await session.next('ready', 0, 30_000);
+      const id = ready.endpoint as string;
+      try {
+        process.kill(session.child.pid!, 'SIGTERM'); // the launcher's pid only, not its group
+        await session.exited;
+        await until(
+          'the endpoint to be deleted',
+          async () =>
+            (await stack.api(keys.secret_key, 'GET', `/v1/webhooks/${id}`)).status === 404 || undefined,
+          10_000,
+        );
+        await until(
+          'no mcs listen process left',
+          async () => processesWith(secret).length === 0 || undefined,
+          10_000,
+        );
+        const stopped = await until('the stopped line', async () =>
+          session.lines.find((l) => l.type === 'stopped'),
+        );
+        expect(stopped).toEqual({ type: 'stopped', endpoint: id, removed: true });
+      } finally {
+        for (const pid of processesWith(secret)) process.kill(pid, 'SIGKILL');
+      }
+    });
+  }
+
+  it('stops on SIGHUP (its terminal closed) as on Ctrl-C, and a further signal does not cut the clean-up short', async () => {
+    const session = startListen(['--events', 'message.received']);
+    const ready = await session.next('ready');
+    session.child.kill('SIGHUP');
+    await new Promise((r) => setTimeout(r, 20));
+    session.child.kill('SIGINT');
+    expect(await session.exited).toBe(0);
+    expect(session.lines.at(-1)).toEqual({ type: 'stopped', endpoint: ready.endpoint, removed: true });
+    expect((await stack.api(keys.secret_key, 'GET', `/v1/webhooks/${ready.endpoint}`)).status).toBe(404);
   });
 
   it('keeps its endpoint enabled through a failing local server: a 410 is a failure, and unhealthy is re-enabled', async () => {

@@ -15,6 +15,7 @@ import { when } from '../output.ts';
 
 const FORWARD_TIMEOUT_MS = 10_000;
 const EXCERPT_KEEP = 2048;
+const PARENT_CHECK_MS = 1_000;
 
 /**
  * `order.created,payment.*` → the endpoint's event list (patterns expanded, sorted). A pattern
@@ -144,6 +145,33 @@ const sleep = (ms: number, signal: AbortSignal) =>
     });
   });
 
+/**
+ * What ends a session, all as Ctrl-C does (the endpoint is deleted): SIGINT, SIGTERM, SIGHUP (its
+ * terminal closed), and the loss of its parent. Under `pnpm mcs`, `pnpm exec mcs` and
+ * node_modules/.bin/mcs, the npm `node` package's shim (node_modules/.bin/node) runs the real node
+ * as its child, without exec and without passing signals on: a signal to the launcher ends pnpm
+ * and the shim and would leave this process forwarding, with its endpoint. Linux gives an orphan
+ * a new parent, so a process.ppid other than the one at start, looked at each second, is a stop.
+ * Once stopping, a further SIGINT or SIGHUP (a second Ctrl-C, the terminal closing meanwhile) is
+ * ignored until the endpoint is deleted; a second SIGTERM still ends the process at once.
+ * Returns what removes the handlers.
+ */
+function stopOn(stop: AbortController): () => void {
+  const parent = process.ppid;
+  const onSignal = () => stop.abort();
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+  for (const s of signals) process.on(s, onSignal);
+  stop.signal.addEventListener('abort', () => process.off('SIGTERM', onSignal), { once: true });
+  const orphaned = setInterval(() => {
+    if (process.ppid !== parent) stop.abort();
+  }, PARENT_CHECK_MS);
+  orphaned.unref(); // a check, never what keeps the process running
+  return () => {
+    clearInterval(orphaned);
+    for (const s of signals) process.off(s, onSignal);
+  };
+}
+
 async function listen(ctx: Ctx, p: Parsed, spec: Command): Promise<number> {
   const forwardTo = required(p, 'forward-to', spec);
   try {
@@ -167,9 +195,7 @@ async function listen(ctx: Ctx, p: Parsed, spec: Command): Promise<number> {
 
   const stop = new AbortController();
   const inFlight = new Set<Promise<void>>();
-  const onSignal = () => stop.abort();
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  const unwatch = stopOn(stop);
 
   const handle = async (frame: Extract<ListenFrame, { type: 'delivery' }>) => {
     let type = '?';
@@ -268,8 +294,7 @@ async function listen(ctx: Ctx, p: Parsed, spec: Command): Promise<number> {
         continue;
       }
       if (err instanceof ApiError && (err.status === 404 || err.status === 401 || err.status === 400)) {
-        process.off('SIGINT', onSignal);
-        process.off('SIGTERM', onSignal);
+        unwatch();
         throw err; // the endpoint is gone or the key no longer works: nothing to wait for
       }
       ctx.err(
@@ -280,8 +305,6 @@ async function listen(ctx: Ctx, p: Parsed, spec: Command): Promise<number> {
     await sleep(Math.min(500 * 2 ** Math.min(failures, 4), 8_000), stop.signal);
   }
 
-  process.off('SIGINT', onSignal);
-  process.off('SIGTERM', onSignal);
   await Promise.allSettled([...inFlight]);
   let removed = false;
   try {
@@ -293,6 +316,7 @@ async function listen(ctx: Ctx, p: Parsed, spec: Command): Promise<number> {
   ctx.print({ type: 'stopped', endpoint: id, removed }, () =>
     removed ? `Stopped; removed endpoint ${id}.\n` : 'Stopped.\n',
   );
+  unwatch();
   return removed ? 0 : 1;
 }
 
@@ -322,7 +346,8 @@ const listenCommand: Command = {
     'Creates a listen endpoint (url "mcs-listen:", test mode) or reuses one left with the same events,\n' +
     'streams its deliveries, POSTs each body unchanged to --forward-to with X-Service-Signature and the\n' +
     "Standard Webhooks headers made with the session secret printed at start, and reports your server's\n" +
-    'answer back, so `mcs webhooks deliveries` shows it. Ctrl-C (SIGINT) or SIGTERM removes the endpoint.\n' +
+    'answer back, so `mcs webhooks deliveries` shows it. Ctrl-C (SIGINT), SIGTERM, SIGHUP or the end of\n' +
+    'its parent process (pnpm, a shell) removes the endpoint.\n' +
     'With --json: one JSON object per line (ready, forwarded…, stopped).',
   run(ctx, p) {
     return listen(ctx, p, this);
