@@ -5,6 +5,7 @@
 // local server's answer back (POST …/listen/ack), so the delivery's record is what really
 // happened. Ctrl-C removes the endpoint. Design: packages/kit/src/listen.ts, gateway README.
 import { createHmac, randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { EVENT_TYPES } from '@mcs/kit/event-types';
 import { LISTEN_URL, type ListenFrame } from '@mcs/kit/listen';
 import type { Api, Json } from '../api.ts';
@@ -152,6 +153,8 @@ const sleep = (ms: number, signal: AbortSignal) =>
  * as its child, without exec and without passing signals on: a signal to the launcher ends pnpm
  * and the shim and would leave this process forwarding, with its endpoint. Linux gives an orphan
  * a new parent, so a process.ppid other than the one at start, looked at each second, is a stop.
+ * So is the end of the launcher that leads its process group (pnpm, started by a shell or a
+ * supervisor in a group of its own): between it and this process the shims may live on.
  * Once stopping, a further SIGINT or SIGHUP (a second Ctrl-C, the terminal closing meanwhile) is
  * ignored until the endpoint is deleted; a second SIGTERM still ends the process at once.
  * Returns what removes the handlers.
@@ -162,14 +165,39 @@ function stopOn(stop: AbortController): () => void {
   const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
   for (const s of signals) process.on(s, onSignal);
   stop.signal.addEventListener('abort', () => process.off('SIGTERM', onSignal), { once: true });
+  const leader = groupLeader();
   const orphaned = setInterval(() => {
-    if (process.ppid !== parent) stop.abort();
+    if (process.ppid !== parent || (leader !== undefined && !alive(leader))) stop.abort();
   }, PARENT_CHECK_MS);
   orphaned.unref(); // a check, never what keeps the process running
   return () => {
     clearInterval(orphaned);
+    // Stopping, the process is about to exit: a late SIGINT or SIGHUP (a second Ctrl-C right
+    // after the clean-up) must not end it by the default action, with a status other than 0.
+    if (stop.signal.aborted) return;
     for (const s of signals) process.off(s, onSignal);
   };
+}
+
+/** The pid leading this process's group when that is another process (Linux /proc), else undefined. */
+function groupLeader(): number | undefined {
+  try {
+    const stat = readFileSync('/proc/self/stat', 'utf8');
+    // After the command's ")": state, parent pid, process group.
+    const pgrp = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]);
+    return Number.isInteger(pgrp) && pgrp > 1 && pgrp !== process.pid ? pgrp : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 async function listen(ctx: Ctx, p: Parsed, spec: Command): Promise<number> {
