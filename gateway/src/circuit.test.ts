@@ -12,7 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createCircuit, ServiceDown } from './circuit.ts';
 import { createUnaryTransport } from './transport.ts';
 
-type Mode = 'ok' | 'database down' | 'bad key' | 'channel down';
+type Mode = 'ok' | 'database down' | 'bad key' | 'channel down' | 'stalled' | 'slow';
 
 const log = createLogger('test', 'silent');
 let server: ServerHandle | undefined;
@@ -22,6 +22,18 @@ afterEach(async () => {
 });
 
 /** An AccountService whose AuthenticateKey answers as `state.mode` says, counting the calls it got. */
+/** Released by the test: the answers a stalled or slow service holds back until then. */
+let release: () => void = () => {};
+let held = new Promise<void>((r) => {
+  release = r;
+});
+afterEach(() => {
+  release();
+  held = new Promise<void>((r) => {
+    release = r;
+  });
+});
+
 async function serve(state: { mode: Mode; calls: number; probes?: number }, port = 0) {
   server = await startConnectServer({
     port,
@@ -35,6 +47,7 @@ async function serve(state: { mode: Mode; calls: number; probes?: number }, port
           probe: async () => {
             state.probes = (state.probes ?? 0) + 1;
             if (state.mode === 'database down') throw new Error('ECONNREFUSED');
+            if (state.mode === 'stalled') await held; // a stalled database answers nothing
           },
         },
       ],
@@ -42,6 +55,7 @@ async function serve(state: { mode: Mode; calls: number; probes?: number }, port
     routes: (router: ConnectRouter) =>
       router.rpc(accounts.AccountService.method.authenticateKey, async () => {
         state.calls++;
+        if (state.mode === 'stalled' || state.mode === 'slow') await held;
         if (state.mode === 'database down')
           throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
         if (state.mode === 'bad key') throw apiError('api_key_invalid');
@@ -56,10 +70,17 @@ async function serve(state: { mode: Mode; calls: number; probes?: number }, port
  * A client of the server behind a circuit: as the gateway has it (its lean unary transport,
  * guarded), or as an interceptor of connect-node's transport.
  */
-function clientOf(port: number, probing = false, now?: () => number, viaInterceptor = false) {
+function clientOf(
+  port: number,
+  probing = false,
+  now?: () => number,
+  viaInterceptor = false,
+  suspectAfterMs?: number,
+) {
   const changes: boolean[] = [];
   const circuit = createCircuit('accounts', {
     onChange: (down) => changes.push(down),
+    ...(suspectAfterMs ? { suspectAfterMs } : {}),
     ...(now ? { now } : {}),
     // As the gateway does: a health Check of the service's database, over the same transport.
     ...(probing
@@ -116,6 +137,45 @@ describe('the circuit of a service', () => {
     }
     expect(state.calls).toBe(2);
     expect(changes).toEqual([true, false]);
+  });
+
+  it('opens when calls hang and so does the health check (a frozen service, a stalled database)', async () => {
+    for (const viaInterceptor of [false, true]) {
+      const state = { mode: 'stalled' as Mode, calls: 0, probes: 0 };
+      const { circuit, call, changes } = clientOf(await serve(state), true, undefined, viaInterceptor, 200);
+      const hanging = call();
+      // Within two ticks of 100 ms the call is suspect; the probe then times out after 1 s.
+      const t0 = performance.now();
+      while (!circuit.isOpen() && performance.now() - t0 < 3_000) await sleep(20);
+      expect(circuit.isOpen()).toBe(true);
+      expect(changes).toEqual([true]);
+      const refusedAt = performance.now();
+      expect(await call()).toBeInstanceOf(ServiceDown);
+      expect(performance.now() - refusedAt).toBeLessThan(100);
+      expect(state.calls).toBe(1);
+      release();
+      expect(await hanging).toBe('ok');
+      circuit.close();
+      await server?.close();
+      server = undefined;
+      held = new Promise<void>((r) => {
+        release = r;
+      });
+    }
+  });
+
+  it('stays closed for a slow call while the health check answers', async () => {
+    const state = { mode: 'slow' as Mode, calls: 0, probes: 0 };
+    const { circuit, call } = clientOf(await serve(state), true, undefined, false, 200);
+    const slow = call();
+    await sleep(700);
+    expect(state.probes).toBeGreaterThanOrEqual(1); // it was suspect, and probed
+    expect(circuit.isOpen()).toBe(false);
+    state.mode = 'ok';
+    expect(await call()).toBe('ok');
+    release();
+    expect(await slow).toBe('ok');
+    circuit.close();
   });
 
   it('without a probe: one client call at a time is the trial, at growing intervals', async () => {

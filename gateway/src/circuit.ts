@@ -15,6 +15,11 @@
 // first SERVING closes the circuit, so a part or PostgreSQL back is seen within about a quarter
 // of a second, and no client's request is spent finding out (a request let through as a trial
 // would take the long way, the slowest answers of an outage). Health calls pass the circuit.
+//
+// A frozen service (SIGSTOP, a stalled VM) or a stalled database fails no call: calls just wait
+// for their deadlines, and every new one joined them. So a unary call still in flight after
+// `suspectAfterMs` (2 s) has the service probed the same way, once at a time: when the probe
+// fails, the circuit opens, and new calls are refused at once instead of waiting too.
 import { Code, ConnectError, type Interceptor, type Transport } from '@connectrpc/connect';
 import { apiError } from '@mcs/errors';
 import { CALLER_HEADERS } from '@mcs/kit/caller';
@@ -35,6 +40,8 @@ export interface CircuitOptions {
   now?: () => number;
   /** Called when the circuit opens (with the failure) and when it closes again. */
   onChange?: (down: boolean, err?: ConnectError) => void;
+  /** A unary call in flight this long (ms) has the service probed (needs `probe`). */
+  suspectAfterMs?: number;
 }
 
 const REFUSED = Symbol('refused by a circuit');
@@ -90,6 +97,43 @@ export function createCircuit(service: string, opts: CircuitOptions = {}): Circu
   let timer: NodeJS.Timeout | undefined;
   let probing = false;
 
+  // Unary calls in flight, counted per tick of `suspectAfterMs / 2` in which they started: a call
+  // only reads the tick and moves a count (no object per call). At each tick, a count two or more
+  // ticks old means a call has been waiting at least suspectAfterMs / 2 … suspectAfterMs.
+  const tickMs = (opts.suspectAfterMs ?? 2_000) / 2;
+  let tick = 0;
+  const started = new Map<number, number>();
+  let ticker: NodeJS.Timeout | undefined;
+  let suspecting = false;
+  function startTicker() {
+    ticker = setInterval(() => {
+      tick++;
+      if (open || probing || suspecting || !opts.probe) return;
+      for (const [t, n] of started) {
+        if (n > 0 && t <= tick - 2) {
+          suspect();
+          return;
+        }
+      }
+    }, tickMs);
+    ticker.unref();
+  }
+  function suspect() {
+    suspecting = true;
+    const after = (up: boolean) => {
+      suspecting = false;
+      if (!up && !closed)
+        fail(
+          new ConnectError(
+            `${service} did not answer in ${2 * tickMs} ms, nor its health check`,
+            Code.DeadlineExceeded,
+          ),
+          false,
+        );
+    };
+    opts.probe!().then(after, () => after(false));
+  }
+
   function schedule() {
     trialAt = now() + backoff;
     if (opts.probe && !closed) {
@@ -125,12 +169,17 @@ export function createCircuit(service: string, opts: CircuitOptions = {}): Circu
     opts.onChange?.(false);
   }
 
-  async function run<T>(health: boolean, call: () => Promise<T>): Promise<T> {
+  async function run<T>(health: boolean, call: () => Promise<T>, unary = false): Promise<T> {
     if (health) return call(); // the probe, and operators' checks
     let trial = false;
     if (open) {
       if (opts.probe || trialInFlight || now() < trialAt) throw new ServiceDown(service);
       trial = trialInFlight = true;
+    }
+    const at = tick;
+    if (unary) {
+      if (!ticker && !closed && opts.probe) startTicker();
+      started.set(at, (started.get(at) ?? 0) + 1);
     }
     try {
       const res = await call();
@@ -147,16 +196,22 @@ export function createCircuit(service: string, opts: CircuitOptions = {}): Circu
       throw err;
     } finally {
       if (trial) trialInFlight = false;
+      if (unary) {
+        const n = started.get(at)! - 1;
+        if (n === 0) started.delete(at);
+        else started.set(at, n);
+      }
     }
   }
 
-  const interceptor: Interceptor = (next) => (req) => run(req.service.typeName === HEALTH, () => next(req));
+  const interceptor: Interceptor = (next) => (req) =>
+    run(req.service.typeName === HEALTH, () => next(req), !req.stream);
   return {
     interceptor,
     guard(transport) {
       return {
         unary: (method, ...rest) =>
-          run(method.parent.typeName === HEALTH, () => transport.unary(method, ...rest)),
+          run(method.parent.typeName === HEALTH, () => transport.unary(method, ...rest), true),
         stream: (method, ...rest) =>
           run(method.parent.typeName === HEALTH, () => transport.stream(method, ...rest)),
       } as Transport;
@@ -165,6 +220,7 @@ export function createCircuit(service: string, opts: CircuitOptions = {}): Circu
     close() {
       closed = true;
       clearTimeout(timer);
+      clearInterval(ticker);
     },
   };
 }

@@ -411,3 +411,56 @@ describe('PostgreSQL down', () => {
     TEST_TIMEOUT,
   );
 });
+
+describe('a frozen service', () => {
+  let stack: Stack | undefined;
+  beforeAll(async () => {
+    stack = await startStack({ env: STACK_ENV });
+  });
+  afterAll(async () => {
+    stack?.signal('commerce', 'SIGCONT');
+    await stack?.stop();
+  });
+
+  it('is refused at once within seconds, not after each call has waited for its deadline', async () => {
+    const s = stack!;
+    const keys = await s.createAccount();
+    const key = keys.secret_key;
+    const list = () => s.api(key, 'GET', '/v1/orders');
+    expect((await list()).status).toBe(200);
+
+    s.signal('commerce', 'SIGSTOP');
+    try {
+      const frozenAt = Date.now();
+      // It answers nothing and fails nothing, so calls wait. One in flight 1–2 s has the gateway
+      // probe commerce's health, which times out after 1 s: the circuit opens. A call every
+      // 250 ms, each left to its own answer: the calls sent after that are refused at once.
+      const calls: Array<{ sentAfter: number; status?: number; tookMs?: number; code?: string }> = [];
+      const waiting: Array<Promise<unknown>> = [];
+      let refused: (typeof calls)[number] | undefined;
+      while (!refused && Date.now() - frozenAt < 8_000) {
+        const call: (typeof calls)[number] = { sentAfter: Date.now() - frozenAt };
+        calls.push(call);
+        const t0 = Date.now();
+        waiting.push(
+          list().then((res) => {
+            call.status = res.status;
+            call.tookMs = Date.now() - t0;
+            call.code = res.json?.error?.code;
+          }),
+        );
+        await sleep(250);
+        refused = calls.find((c) => c.status === 503 && c.tookMs! < 500);
+      }
+      expect(refused, JSON.stringify(calls)).toMatchObject({ code: 'service_unavailable' });
+      expect(refused!.sentAfter).toBeLessThan(6_000);
+      s.signal('commerce', 'SIGCONT');
+      // The calls sent before it opened are answered now, and the circuit closes at a probe.
+      await Promise.all(waiting);
+      expect(calls[0]!.status).toBe(200);
+      await until('commerce answers again', async () => (await list()).status === 200, 5_000);
+    } finally {
+      s.signal('commerce', 'SIGCONT');
+    }
+  }, 60_000);
+});

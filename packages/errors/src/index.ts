@@ -75,8 +75,14 @@ export function renderConnectError(err: unknown, docsUrl: string): RenderedError
     return renderError(detail.code, docsUrl, { message: detail.message, param: detail.param });
   }
   switch (ce.code) {
-    case Code.Unavailable:
     case Code.DeadlineExceeded:
+      // The call may still complete in the service: say so, since a write may have happened.
+      return renderError('service_unavailable', docsUrl, {
+        message:
+          'The service did not answer in time; the request may or may not have been applied. ' +
+          'Retry with backoff: a POST with the same Idempotency-Key is applied at most once.',
+      });
+    case Code.Unavailable:
     case Code.Canceled:
       return renderError('service_unavailable', docsUrl);
     case Code.Aborted:
