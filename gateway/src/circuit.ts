@@ -97,24 +97,24 @@ export function createCircuit(service: string, opts: CircuitOptions = {}): Circu
   let timer: NodeJS.Timeout | undefined;
   let probing = false;
 
-  // Unary calls in flight, counted per tick of `suspectAfterMs / 2` in which they started: a call
-  // only reads the tick and moves a count (no object per call). At each tick, a count two or more
-  // ticks old means a call has been waiting at least suspectAfterMs / 2 … suspectAfterMs.
+  // Unary calls in flight, counted per tick of `suspectAfterMs / 2` in which they started, in a
+  // ring of four counts (calls started four or more ticks ago move to `older`): a call only reads
+  // the tick and moves a count, nothing is allocated per call (a Map entered and left by every
+  // call rehashes into new tables). At each tick, a count two or more ticks old means a call has
+  // been waiting at least suspectAfterMs / 2 … suspectAfterMs.
   const tickMs = (opts.suspectAfterMs ?? 2_000) / 2;
   let tick = 0;
-  const started = new Map<number, number>();
+  const started = new Int32Array(4);
+  let older = 0;
   let ticker: NodeJS.Timeout | undefined;
   let suspecting = false;
   function startTicker() {
     ticker = setInterval(() => {
       tick++;
+      older += started[tick & 3]!;
+      started[tick & 3] = 0;
       if (open || probing || suspecting || !opts.probe) return;
-      for (const [t, n] of started) {
-        if (n > 0 && t <= tick - 2) {
-          suspect();
-          return;
-        }
-      }
+      if (older > 0 || started[(tick - 2) & 3]! > 0 || started[(tick - 3) & 3]! > 0) suspect();
     }, tickMs);
     ticker.unref();
   }
@@ -179,7 +179,7 @@ export function createCircuit(service: string, opts: CircuitOptions = {}): Circu
     const at = tick;
     if (unary) {
       if (!ticker && !closed && opts.probe) startTicker();
-      started.set(at, (started.get(at) ?? 0) + 1);
+      started[at & 3]!++;
     }
     try {
       const res = await call();
@@ -197,9 +197,8 @@ export function createCircuit(service: string, opts: CircuitOptions = {}): Circu
     } finally {
       if (trial) trialInFlight = false;
       if (unary) {
-        const n = started.get(at)! - 1;
-        if (n === 0) started.delete(at);
-        else started.set(at, n);
+        if (tick - at >= 4) older--;
+        else started[at & 3]!--;
       }
     }
   }
