@@ -8,7 +8,7 @@ import { SERVICES, type ServiceName, serviceSocket, serviceUrl } from '@mcs/kit/
 import { createDatabase } from '@mcs/kit/db';
 import { createInProcessTransport } from '@mcs/kit/in-process';
 import type { Logger } from '@mcs/kit/log';
-import { serveMetrics } from '@mcs/kit/metrics';
+import { startMetricsServer } from '@mcs/kit/metrics';
 import { connectNats, keyRevocationSubject, ownerPasswordSubject } from '@mcs/kit/nats';
 import { closingResponse, type ServerHandle } from '@mcs/kit/server';
 import { accounts, grpcHealth, webhooks } from '@mcs/proto';
@@ -234,21 +234,10 @@ export async function startGateway(
   });
   // Prometheus scrapes the gateway on a port of its own, on the internal address the services
   // bind (SERVICE_HOST), so /metrics is never on the public API.
-  let metricsServer: http.Server | undefined;
-  if (env.metricsPort !== 0) {
-    const ms = http.createServer((req, res) => {
-      if (req.url === '/metrics' && req.method === 'GET') serveMetrics(req, res);
-      else {
-        res.writeHead(404, { 'content-type': 'text/plain' });
-        res.end('only GET /metrics here\n');
-      }
-    });
-    await new Promise<void>((resolve, reject) => {
-      ms.once('error', reject);
-      ms.listen(env.metricsPort, process.env.SERVICE_HOST ?? '127.0.0.1', resolve);
-    });
-    metricsServer = ms;
-  }
+  const metricsServer =
+    env.metricsPort === 0
+      ? undefined
+      : await startMetricsServer(env.metricsPort, process.env.SERVICE_HOST ?? '127.0.0.1');
   log.info(
     { host: env.HOST, port: env.PORT, metricsPort: env.metricsPort, routes: routes.length },
     'gateway listening',

@@ -235,13 +235,18 @@ describe.each(['overlays-local', 'overlays-production', 'overlays-cnpg'] as cons
         expect(a['prometheus.io/path'], name).toBe('/metrics');
         const port = Number(a['prometheus.io/port']);
         const c = pod.containers[0] as K8s;
-        // The port that serves /metrics: the gateway's METRICS_PORT (gateway/src/env.ts), a
-        // service's own port (kit/server.ts answers GET /metrics over HTTP/1.1 there).
+        // The port that serves /metrics alone: the gateway's METRICS_PORT (gateway/src/env.ts), the
+        // services' SERVICE_METRICS_PORT (kit/server.ts), so the scraper never reaches an RPC.
         const served =
           name === 'gateway'
             ? Number((c.env as K8s[]).find((e) => e.name === 'METRICS_PORT')?.value)
-            : Number(new URL(config.data[`${name.toUpperCase()}_URL`]).port);
+            : Number(config.data.SERVICE_METRICS_PORT);
         expect(port, `${name} annotated port is the one serving /metrics`).toBe(served);
+        if (name !== 'gateway') {
+          const rpc = Number(new URL(config.data[`${name.toUpperCase()}_URL`]).port);
+          expect(port, `${name} metrics apart from its RPC port`).not.toBe(rpc);
+          expect(allowed, `${name} RPC port closed to the monitoring namespace`).not.toContain(rpc);
+        }
         const containerPort = (c.ports as K8s[]).find((p) => p.containerPort === port);
         expect(containerPort, `${name} declares its metrics port`).toBeDefined();
         const svc = all.find((x) => x.kind === 'Service' && x.metadata.name === name);

@@ -124,6 +124,8 @@ export const baseEnvSchema = z.object({
   DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(1000).optional(),
   NATS_STREAM_REPLICAS: z.coerce.number().int().min(1).max(5).optional(),
   WEBHOOK_ACK_WAIT: duration.optional(),
+  /** Services: also serve GET /metrics alone on this port (deploy/ admits Prometheus to it only). */
+  SERVICE_METRICS_PORT: port.optional(),
   ACCOUNTS_URL: z.string().url().optional(),
   COMMERCE_URL: z.string().url().optional(),
   MESSAGING_URL: z.string().url().optional(),

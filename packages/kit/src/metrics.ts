@@ -7,7 +7,7 @@
 // and numbers the caller already has (the route, the RPC, the status), so observing a request
 // costs a few map lookups and no string building. Gauges that need a query (outbox backlog,
 // pending retries, consumer pending) are computed when Prometheus scrapes, never per request.
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Interceptor } from '@connectrpc/connect';
 import { ConnectError } from '@connectrpc/connect';
 import type pg from 'pg';
@@ -73,6 +73,26 @@ const httpChildren = new Map<string, Map<string, Map<number, Pair>>>();
  * Records one answered request. `route` is a template (`/v1/orders/{id}`) or a fixed name of a
  * group (`unmatched`, `docs`, `dashboard`), never a raw path.
  */
+/**
+ * Serves GET /metrics alone on `port` (anything else is 404): Prometheus's port, apart from the
+ * public API (the gateway's METRICS_PORT) or a service's keyless RPCs (SERVICE_METRICS_PORT), so
+ * a network policy can admit the scraper to metrics and to nothing else.
+ */
+export async function startMetricsServer(port: number, host: string): Promise<http.Server> {
+  const server = http.createServer((req, res) => {
+    if (req.url === '/metrics' && req.method === 'GET') serveMetrics(req, res);
+    else {
+      res.writeHead(404, { 'content-type': 'text/plain' });
+      res.end('only GET /metrics here\n');
+    }
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, resolve);
+  });
+  return server;
+}
+
 export function observeHttp(route: string, method: string, status: number, seconds: number): void {
   // Unknown methods share one label value: a client cannot grow the series.
   const m = METHODS.has(method) ? method : 'OTHER';

@@ -48,6 +48,7 @@ export async function startOutboxPart(opts: {
     routes: opts.routes({ db: database.db, keys, relay }),
     port: env.port,
     socketPath: env.socketPath,
+    metricsPort: env.SERVICE_METRICS_PORT,
     interceptors: [errorLogger(log)],
     health: { dependencies: [databaseDependency(database.pool), natsDependency(nc)] },
   });

@@ -356,3 +356,30 @@ describe('closingResponse', () => {
     }
   });
 });
+
+describe('a metrics port beside the service port (SERVICE_METRICS_PORT)', () => {
+  const get = (port: number, path: string, method = 'GET') =>
+    fetch(`http://127.0.0.1:${port}${path}`, { method }).then(async (r) => ({
+      status: r.status,
+      body: await r.text(),
+    }));
+
+  it('serves GET /metrics alone there, keeps it on the service port, and closes it with the server', async () => {
+    const free = net.createServer();
+    await new Promise<void>((r) => free.listen(0, '127.0.0.1', r));
+    const metricsPort = (free.address() as net.AddressInfo).port;
+    await new Promise<void>((r) => free.close(() => r()));
+
+    server = await startConnectServer({ routes: routes({}), port: 0, host: '127.0.0.1', metricsPort });
+    const metrics = await get(metricsPort, '/metrics');
+    expect(metrics.status).toBe(200);
+    expect(metrics.body).toContain('# TYPE');
+    // Nothing else there: not the RPCs a network policy keeps the scraper from.
+    expect((await get(metricsPort, '/mcs.commerce.v1.OrderService/CreateOrder', 'POST')).status).toBe(404);
+    expect((await get(server.port, '/metrics')).status).toBe(200);
+
+    await server.close();
+    server = undefined;
+    await expect(get(metricsPort, '/metrics')).rejects.toThrow();
+  });
+});

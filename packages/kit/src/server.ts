@@ -20,7 +20,7 @@ import { createFastUnary, type FastUnary } from './fast-unary.ts';
 import { addHealthService, type HealthOptions, type HealthState } from './health.ts';
 import { settleHeap } from './heap.ts';
 import type { Logger } from './log.ts';
-import { initMetrics, rpcMetrics, serveMetrics } from './metrics.ts';
+import { initMetrics, rpcMetrics, serveMetrics, startMetricsServer } from './metrics.ts';
 import { addReflectionService } from './reflection.ts';
 import {
   context,
@@ -90,6 +90,9 @@ export interface StartedPart {
   stop(): Promise<void>;
 }
 
+/** Whether this process already serves SERVICE_METRICS_PORT (startConnectServer metricsPort). */
+let metricsServing = false;
+
 export async function startConnectServer(opts: {
   routes: (router: ConnectRouter) => void;
   port: number;
@@ -99,6 +102,12 @@ export async function startConnectServer(opts: {
   interceptors?: Interceptor[];
   /** What the port's grpc.health.v1.Health reports on: the service's database and NATS. */
   health?: HealthOptions;
+  /**
+   * Also serve GET /metrics alone on this port (SERVICE_METRICS_PORT), for a network policy that
+   * admits the scraper to metrics only; /metrics stays on the service's port too. One per
+   * process: in one process the first service's serves the shared registry for all.
+   */
+  metricsPort?: number | undefined;
 }): Promise<ServerHandle> {
   // Besides the service's own RPCs, every port serves grpc.health.v1.Health (probes) and gRPC
   // server reflection v1 + v1alpha describing all of them (grpcurl, `buf curl`).
@@ -222,6 +231,21 @@ export async function startConnectServer(opts: {
       throw err;
     }
   }
+  let metrics: http.Server | undefined;
+  if (opts.metricsPort && !metricsServing) {
+    metricsServing = true;
+    try {
+      metrics = await startMetricsServer(
+        opts.metricsPort,
+        opts.host ?? process.env.SERVICE_HOST ?? '127.0.0.1',
+      );
+    } catch (err) {
+      metricsServing = false;
+      server.close();
+      local?.close();
+      throw err;
+    }
+  }
   const address = server.address();
   return {
     port: typeof address === 'object' && address ? address.port : opts.port,
@@ -231,8 +255,13 @@ export async function startConnectServer(opts: {
       new Promise<void>((resolve) => {
         closing = true;
         // Resolves once every accepted socket, whichever protocol and listener it took, is closed.
-        let open = local ? 2 : 1;
+        let open = (local ? 2 : 1) + (metrics ? 1 : 0);
         const closed = () => --open === 0 && resolve();
+        if (metrics) {
+          metricsServing = false;
+          metrics.close(closed);
+          metrics.closeAllConnections();
+        }
         local?.close(closed);
         server.close(closed);
         for (const socket of undecided) socket.destroy();

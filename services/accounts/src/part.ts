@@ -25,6 +25,7 @@ export async function startAccounts(env: Env, log: Logger): Promise<StartedPart>
     }),
     port: env.port,
     socketPath: env.socketPath,
+    metricsPort: env.SERVICE_METRICS_PORT,
     interceptors: [errorLogger(log)],
     health: { dependencies: [databaseDependency(database.pool), natsDependency(nc)] },
   });
