@@ -455,6 +455,34 @@ describe('writeKeyed', () => {
     expect((await order()).id).toBe('ord_plain');
   });
 
+  it('with a service secret, seals so that the client key alone cannot open, and opens older seals', async () => {
+    const peppered = createKeyStore(database.db, keys.table, { sealSecret: randomBytes(32) });
+    const ep = handlerContext(
+      webhooks.WebhookEndpointService,
+      webhooks.WebhookEndpointService.method.createWebhookEndpoint,
+    );
+    const secret = `whsec_${randomBytes(8).toString('hex')}`;
+    const made = (store: typeof keys, caller: Caller) =>
+      writeKeyed(database.db, store, ep, caller, async () =>
+        create(webhooks.WebhookEndpointSchema, { id: 'we_p', secret }),
+      );
+    // Sealed with the secret: the replay opens it; a store without the secret (a dump and a
+    // guessed key) cannot.
+    const caller = keyed();
+    expect((await made(peppered, caller)).secret).toBe(secret);
+    expect((await made(peppered, caller)).secret).toBe(secret);
+    await expect(
+      made(keys, keyed(caller.idempotency!.key, caller.idempotency!.fingerprint)),
+    ).rejects.toThrow();
+
+    // Sealed before the service had a secret: still opened, for the rest of its 24 hours.
+    const older = keyed();
+    expect((await made(keys, older)).secret).toBe(secret);
+    expect((await made(peppered, keyed(older.idempotency!.key, older.idempotency!.fingerprint))).secret).toBe(
+      secret,
+    );
+  });
+
   it('stores the answer with the effects, and runs the write once per key', async () => {
     const caller = keyed();
     let runs = 0;

@@ -218,7 +218,7 @@ export async function insertOnce<V extends Record<string, unknown>>(
     const answer = opts.key.answer(values);
     params.push(caller.accountId, caller.livemode, k.hash, k.claim.fingerprint);
     params.push(
-      sealed ? k.seal(answer) : answer,
+      sealed ? k.seal(answer, opts.key.keys.pepper) : answer,
       now,
       new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS),
       sealed,

@@ -1,6 +1,7 @@
 // The webhooks service: endpoints, the event log, fan-out from JetStream, signed deliveries
 // with retries and endpoint health, and the unhealthy e-mail.
 // Started by main.ts in a process of its own, always: with MCS_ONE_PROCESS too (scripts/one-process.ts says why).
+import { createHmac } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { serviceUrl } from '@mcs/kit/config';
 import { createDatabase } from '@mcs/kit/db';
@@ -122,7 +123,10 @@ export async function startWebhooks(env: Env, log: Logger): Promise<StartedPart>
     },
     ...(env.WEBHOOK_PROBE_INTERVAL < 1_000 ? { pollMs: env.WEBHOOK_PROBE_INTERVAL / 2 } : {}),
   });
-  const keys = createKeyStore(database.db, idempotencyKeys);
+  // Sealed idempotent answers (an endpoint's signing secret) need this service's secret too.
+  const keys = createKeyStore(database.db, idempotencyKeys, {
+    sealSecret: createHmac('sha256', key).update('mcs idempotent answers').digest(),
+  });
   const replays = { rate: env.WEBHOOK_REPLAY_RATE, wake: () => replayer.wake() };
   const server = await startConnectServer({
     routes: routes({
