@@ -153,8 +153,9 @@ const sleep = (ms: number, signal: AbortSignal) =>
  * as its child, without exec and without passing signals on: a signal to the launcher ends pnpm
  * and the shim and would leave this process forwarding, with its endpoint. Linux gives an orphan
  * a new parent, so a process.ppid other than the one at start, looked at each second, is a stop.
- * So is the end of the launcher that leads its process group (pnpm, started by a shell or a
- * supervisor in a group of its own): between it and this process the shims may live on.
+ * So is a new parent of its parent: under `pnpm mcs` the shim's sh outlives pnpm, and only the
+ * shim is re-parented when pnpm is signalled. (Not the end of its process group's leader: a
+ * group may rightly outlive its leader, as a pipeline's does under `pnpm test | tee`.)
  * Once stopping, a further SIGINT or SIGHUP (a second Ctrl-C, the terminal closing meanwhile) is
  * ignored until the endpoint is deleted; a second SIGTERM still ends the process at once.
  * Returns what removes the handlers.
@@ -165,9 +166,10 @@ function stopOn(stop: AbortController): () => void {
   const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
   for (const s of signals) process.on(s, onSignal);
   stop.signal.addEventListener('abort', () => process.off('SIGTERM', onSignal), { once: true });
-  const leader = groupLeader();
+  const grandparent = parentOf(parent);
   const orphaned = setInterval(() => {
-    if (process.ppid !== parent || (leader !== undefined && !alive(leader))) stop.abort();
+    if (process.ppid !== parent || (grandparent !== undefined && parentOf(parent) !== grandparent))
+      stop.abort();
   }, PARENT_CHECK_MS);
   orphaned.unref(); // a check, never what keeps the process running
   return () => {
@@ -179,24 +181,15 @@ function stopOn(stop: AbortController): () => void {
   };
 }
 
-/** The pid leading this process's group when that is another process (Linux /proc), else undefined. */
-function groupLeader(): number | undefined {
+/** The parent of process `pid` (Linux /proc), or undefined when that cannot be read. */
+function parentOf(pid: number): number | undefined {
   try {
-    const stat = readFileSync('/proc/self/stat', 'utf8');
-    // After the command's ")": state, parent pid, process group.
-    const pgrp = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]);
-    return Number.isInteger(pgrp) && pgrp > 1 && pgrp !== process.pid ? pgrp : undefined;
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // After the command's ")" (which may hold spaces): the state, then the parent's pid.
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    return Number.isInteger(ppid) ? ppid : undefined;
   } catch {
     return undefined;
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 
