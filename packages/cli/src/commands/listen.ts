@@ -153,9 +153,10 @@ const sleep = (ms: number, signal: AbortSignal) =>
  * as its child, without exec and without passing signals on: a signal to the launcher ends pnpm
  * and the shim and would leave this process forwarding, with its endpoint. Linux gives an orphan
  * a new parent, so a process.ppid other than the one at start, looked at each second, is a stop.
- * So is a new parent of its parent: under `pnpm mcs` the shim's sh outlives pnpm, and only the
- * shim is re-parented when pnpm is signalled. (Not the end of its process group's leader: a
- * group may rightly outlive its leader, as a pipeline's does under `pnpm test | tee`.)
+ * So is a new parent of any of its ancestors: under `pnpm mcs` the shim's sh outlives pnpm, and
+ * only the shim is re-parented when pnpm is signalled; where pnpm itself runs through a shim
+ * (node_modules/.bin first on the PATH), the signalled sh is one level further up. (Not the end
+ * of its process group's leader: a group may rightly outlive its leader.)
  * Once stopping, a further SIGINT or SIGHUP (a second Ctrl-C, the terminal closing meanwhile) is
  * ignored until the endpoint is deleted; a second SIGTERM still ends the process at once.
  * Returns what removes the handlers.
@@ -166,10 +167,9 @@ function stopOn(stop: AbortController): () => void {
   const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
   for (const s of signals) process.on(s, onSignal);
   stop.signal.addEventListener('abort', () => process.off('SIGTERM', onSignal), { once: true });
-  const grandparent = parentOf(parent);
+  const chain = ancestry(parent);
   const orphaned = setInterval(() => {
-    if (process.ppid !== parent || (grandparent !== undefined && parentOf(parent) !== grandparent))
-      stop.abort();
+    if (process.ppid !== parent || chain.some(([pid, ppid]) => parentOf(pid) !== ppid)) stop.abort();
   }, PARENT_CHECK_MS);
   orphaned.unref(); // a check, never what keeps the process running
   return () => {
@@ -179,6 +179,18 @@ function stopOn(stop: AbortController): () => void {
     if (stop.signal.aborted) return;
     for (const s of signals) process.off(s, onSignal);
   };
+}
+
+/** [pid, its parent] from `pid` up to init (at most 16 levels; empty where /proc is not). */
+function ancestry(pid: number): Array<[number, number]> {
+  const chain: Array<[number, number]> = [];
+  for (let p = pid; p > 1 && chain.length < 16; ) {
+    const ppid = parentOf(p);
+    if (ppid === undefined) break;
+    chain.push([p, ppid]);
+    p = ppid;
+  }
+  return chain;
 }
 
 /** The parent of process `pid` (Linux /proc), or undefined when that cannot be read. */
