@@ -110,7 +110,20 @@ export interface Database {
 // numbers) stays far below 2^53.
 pg.types.setTypeParser(20, (v) => Number(v));
 
-export function createDatabase(url: string, opts: { max?: number; name: string }): Database {
+/**
+ * How long a connection to PostgreSQL may be silent before TCP asks whether the server is still
+ * there. Node then sends a probe every second and gives up after ten unanswered (libuv's
+ * TCP_KEEPINTVL and TCP_KEEPCNT), so a connection whose server vanished without a word (a host
+ * that died, a failover, a NAT or conntrack entry dropped) fails within about 20 s: its query
+ * rejects and the pool replaces it. Without it, a query waiting for its answer (the outbox poll,
+ * a delivery claim) or an idle connection in the pool waits forever (kit/dead-peer.test.ts).
+ */
+export const DB_KEEPALIVE_MS = 10_000;
+
+export function createDatabase(
+  url: string,
+  opts: { max?: number; name: string; keepAliveMs?: number },
+): Database {
   const pool = new pg.Pool({
     connectionString: url,
     // DATABASE_POOL_SIZE caps every process's pool (sum over replicas ≤ the server's max_connections).
@@ -118,6 +131,8 @@ export function createDatabase(url: string, opts: { max?: number; name: string }
     application_name: `mcs-${opts.name}`,
     idleTimeoutMillis: 30_000,
     connectionTimeoutMillis: 10_000,
+    keepAlive: true,
+    keepAliveInitialDelayMillis: opts.keepAliveMs ?? DB_KEEPALIVE_MS,
   });
   // An idle client losing its server (Postgres restart) must not crash the process.
   pool.on('error', () => {});
