@@ -116,7 +116,7 @@ pg.types.setTypeParser(20, (v) => Number(v));
  * TCP_KEEPINTVL and TCP_KEEPCNT), so a connection whose server vanished without a word (a host
  * that died, a failover, a NAT or conntrack entry dropped) fails within about 20 s: its query
  * rejects and the pool replaces it. Without it, a query waiting for its answer (the outbox poll,
- * a delivery claim) or an idle connection in the pool waits forever (kit/dead-peer.test.ts).
+ * a delivery claim) or an idle connection in the pool waits forever (test/e2e/dead-peer.test.ts).
  */
 export const DB_KEEPALIVE_MS = 10_000;
 

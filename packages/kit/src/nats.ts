@@ -43,7 +43,7 @@ export function streamNames(prefix: string): StreamNames {
  * How often the client PINGs the server; after NATS_MAX_PINGS_OUT unanswered it drops the
  * connection and reconnects. So a server that vanished without a word (a host that died, a
  * dropped NAT entry) is noticed within 20–30 s, where nats.js's defaults (2 min, 2) take up to
- * 6 minutes, all that time without events published or delivered (kit/dead-peer.test.ts).
+ * 6 minutes, all that time without events published or delivered (test/e2e/dead-peer.test.ts).
  */
 export const NATS_PING_INTERVAL_MS = 10_000;
 export const NATS_MAX_PINGS_OUT = 2;

@@ -17,6 +17,7 @@ export {
   startServiceUnderTest,
 } from './harness.ts';
 export { createTestNats, type TestNats } from './nats.ts';
+export { canSilenceLinks, type SilentLink, silentLink } from './netns.ts';
 export { type Received, type Receiver, type Reply, startReceiver } from './receiver.ts';
 export {
   type PrivateNats,
