@@ -106,6 +106,11 @@ export async function startGateway(
         baseUrl: serviceUrl(name),
         httpVersion: '2',
         useBinaryFormat: true,
+        // While calls are open (a listen session's stream may be open for hours), a PING every
+        // 10 s: a connection whose service vanished without a word fails its calls within 15 s
+        // instead of never (transport.ts H2_PING_TIMEOUT_MS does the same for unary calls).
+        pingIntervalMs: 10_000,
+        pingTimeoutMs: 5_000,
       });
       const local = opts.local?.[name];
       const transport: Transport = local

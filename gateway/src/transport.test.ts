@@ -16,6 +16,7 @@ import { createConnectTransport } from '@connectrpc/connect-node';
 import { apiError, renderConnectError } from '@mcs/errors';
 import { type ServerHandle, startConnectServer } from '@mcs/kit/server';
 import { commerce } from '@mcs/proto';
+import { canSilenceLinks, type SilentLink, silentLink } from '@mcs/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createUnaryTransport } from './transport.ts';
 
@@ -182,6 +183,57 @@ describe.each(['1.1', '2'] as const)('the lean unary transport over HTTP/%s', (h
     }
   });
 });
+
+describe.skipIf(!canSilenceLinks).each(['1.1', '2'] as const)(
+  'connections to a service whose host vanishes without a word, HTTP/%s',
+  (httpVersion) => {
+    let link: SilentLink;
+    beforeAll(async () => {
+      link = await silentLink();
+    });
+    afterAll(() => link?.close());
+
+    it('are closed within seconds, so that calls after it go over new ones', {
+      timeout: 60_000,
+    }, async () => {
+      const route = await link.route('127.0.0.1', server.port);
+      const url = `http://${route.host}:${route.port}`;
+      const t = createUnaryTransport(url, createConnectTransport({ baseUrl: url, httpVersion: '2' }), {
+        httpVersion,
+        keepAliveMs: 1_000,
+      });
+      // Several connections in the pool (HTTP/1.1), one multiplexed (HTTP/2).
+      const first = await Promise.all(Array.from({ length: 4 }, () => call(t, 'ok')));
+      expect(first.every((r) => 'message' in r)).toBe(true);
+      link.silence();
+      expect(await call(t, 'ok', { timeoutMs: 300 })).toMatchObject({ code: Code.DeadlineExceeded });
+      // HTTP/1.1: the idle ones' keep-alive probes go unanswered (1 s, then ten a second apart);
+      // HTTP/2: the given-up call's PING goes unanswered (H2_PING_TIMEOUT_MS).
+      await new Promise((r) => setTimeout(r, 13_000));
+      // The host comes back, knowing nothing of those connections: a packet on one is reset.
+      await link.reboot();
+      await untilConnects(route.host, route.port);
+      const after = await Promise.all(Array.from({ length: 4 }, () => call(t, 'ok', { timeoutMs: 3_000 })));
+      expect(after).toEqual(first);
+    });
+  },
+);
+
+/** Resolves once a TCP connection to host:port opens (a link just restored takes a moment). */
+async function untilConnects(host: string, port: number): Promise<void> {
+  for (let tries = 0; ; tries++) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const s = net.connect(port, host, () => {
+        s.destroy();
+        resolve(true);
+      });
+      s.on('error', () => resolve(false));
+    });
+    if (ok) return;
+    if (tries > 40) throw new Error(`${host}:${port} did not answer`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
 
 describe.each(['1.1', '2'] as const)(
   'the lean unary transport over a Unix domain socket, HTTP/%s',

@@ -49,6 +49,23 @@ const READ_MAX_BYTES = 16 * 1024 * 1024;
 /** How long a connection to a service may sit without calls before it is closed (HTTP/2). */
 const IDLE_CLOSE_MS = 60_000;
 
+/**
+ * A call given up on an HTTP/2 connection (its deadline, its client gone) has the connection
+ * PINGed; unanswered this long, the connection is taken for dead (its service's host vanished
+ * without a FIN or RST, a NAT entry dropped) and closed, so the next call opens a new one instead
+ * of waiting on it until its own deadline, and every call after it. Over HTTP/1.1 a call given up
+ * closes its own connection already.
+ */
+export const H2_PING_TIMEOUT_MS = 2_000;
+
+/**
+ * HTTP/1.1 over TCP: how long a pooled connection may be silent before TCP probes it (a second
+ * apart, ten unanswered end it). A call given up closes its own connection, but the pool's idle
+ * ones to a service whose host vanished without a word would each be found dead by one call
+ * running into its deadline, 10–30 s apiece; so they go within about 15 s (undici's default: 70).
+ */
+export const SERVICE_KEEPALIVE_MS = 5_000;
+
 /** Connections per service over HTTP/1.1 (one call at a time each; more calls wait for one). */
 const HTTP1_MAX_SOCKETS = 256;
 
@@ -72,6 +89,8 @@ export interface UnaryTransportOptions {
   httpVersion?: '1.1' | '2';
   /** Reach the service over this Unix domain socket (kit/config serviceSocket) instead of TCP. */
   socketPath?: string;
+  /** HTTP/1.1 over TCP: silence before a keep-alive probe (SERVICE_KEEPALIVE_MS). */
+  keepAliveMs?: number;
 }
 
 /**
@@ -98,7 +117,9 @@ export function createUnaryTransport(
 ): Transport {
   const origin = new URL(baseUrl).origin;
   const send =
-    opts.httpVersion === '2' ? http2Sender(origin, opts.socketPath) : http1Sender(origin, opts.socketPath);
+    opts.httpVersion === '2'
+      ? http2Sender(origin, opts.socketPath)
+      : http1Sender(origin, opts.socketPath, opts.keepAliveMs ?? SERVICE_KEEPALIVE_MS);
 
   function unary<I extends DescMessage, O extends DescMessage>(
     method: DescMethodUnary<I, O>,
@@ -181,11 +202,11 @@ export function createUnaryTransport(
  * unref'd (the process may exit) and closed before the service's keep-alive timeout, which its
  * answers announce.
  */
-function http1Sender(origin: string, socketPath?: string): Send {
+function http1Sender(origin: string, socketPath: string | undefined, keepAliveMs: number): Send {
   const pool = new Pool(origin, {
     connections: HTTP1_MAX_SOCKETS,
     pipelining: 1,
-    ...(socketPath ? { connect: { socketPath } } : {}),
+    connect: socketPath ? { socketPath } : { keepAlive: true, keepAliveInitialDelay: keepAliveMs },
   });
   return (path, headers, body, sink) => {
     let ended = false;
@@ -262,6 +283,30 @@ function http2Sender(origin: string, socketPath?: string): Send {
     s.once('goaway', forget);
     session = s;
     return s;
+  }
+
+  /** A call on `s` was given up: is `s` still answering? (H2_PING_TIMEOUT_MS) */
+  let pinging: http2.ClientHttp2Session | undefined;
+  function check(s: http2.ClientHttp2Session): void {
+    if (pinging === s || s.closed || s.destroyed) return;
+    pinging = s;
+    const dead = () => {
+      if (pinging === s) pinging = undefined;
+      if (session === s) session = undefined;
+      s.destroy();
+    };
+    const timer = setTimeout(dead, H2_PING_TIMEOUT_MS);
+    timer.unref();
+    const sent = s.ping((err) => {
+      clearTimeout(timer);
+      if (err) dead();
+      else if (pinging === s) pinging = undefined;
+    });
+    if (!sent) {
+      // Too many PINGs unanswered already: what the timer would decide.
+      clearTimeout(timer);
+      dead();
+    }
   }
 
   function idle(s: http2.ClientHttp2Session): void {
@@ -346,8 +391,9 @@ function http2Sender(origin: string, socketPath?: string): Send {
     stream.on('close', onClose);
     stream.end(body);
     return () => {
-      end();
+      const given = end();
       if (!stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
+      if (given) check(s);
     };
   };
 }
