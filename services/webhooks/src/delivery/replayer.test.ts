@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrateWebhooks } from '../db/migrate.ts';
 import { createEndpoint } from '../domain/endpoints.ts';
 import { fanoutDeliveryId, type QueuedDelivery } from '../domain/fanout.ts';
-import { startRecovery } from '../domain/replays.ts';
+import { startBulkResend, startRecovery } from '../domain/replays.ts';
 import { createSecretBox } from '../domain/secrets.ts';
 import { createReplayer } from './replayer.ts';
 
@@ -185,4 +185,63 @@ describe('recovery backlog', () => {
       await replayer.stop();
     }
   });
+});
+
+describe('a replay meeting the retention purge', () => {
+  // The purge (domain/retention.ts) locks the events it removes (FOR UPDATE), then looks for
+  // their deliveries and removes events and deliveries together. A chunk that queued deliveries
+  // of those events meanwhile, unlocked, left them pending for events that were gone.
+  it.each(['resend', 'recovery'] as const)(
+    '%s: queues nothing for events the purge removes while its chunk runs',
+    async (kind) => {
+      const account = { accountId: `acct_rcv_${kind}`, livemode: false };
+      const since = new Date(tick());
+      const { endpoint } = await db.db.transaction((tx) =>
+        createEndpoint(
+          tx,
+          account,
+          { url: 'http://127.0.0.1:9/hook', events: ['*'] },
+          { box, policy: { allowHttp: true, allowPrivate: true } },
+          new Date(tick()),
+        ),
+      );
+      const old = [
+        await event('order.created', { account: account.accountId }),
+        await event('order.updated', { account: account.accountId }),
+      ];
+      const ids = old.map((e) => e.id);
+      const now = new Date(tick());
+      const replayer = createReplayer({
+        db: db.db,
+        log,
+        rate: 10,
+        leaseMs: 10_000,
+        enqueue: () => {},
+        pollMs: 60_000,
+      });
+      const purge = await db.pool.connect();
+      try {
+        const input = { since, until: now, type: undefined, endpoint: undefined };
+        if (kind === 'resend') await db.db.transaction((tx) => startBulkResend(tx, account, input, 10, now));
+        else await db.db.transaction((tx) => startRecovery(tx, account, endpoint.id, since, now));
+        // The purge has locked the events it is about to remove, and found no delivery of them.
+        await purge.query('begin');
+        await purge.query('select id from webhooks.events where id = any($1) for update', [ids]);
+        const running = replayer.runDue();
+        await new Promise((r) => setTimeout(r, 300));
+        await purge.query('delete from webhooks.events where id = any($1)', [ids]);
+        await purge.query('commit');
+        await running;
+        const { rows } = await db.pool.query('select id from webhooks.deliveries where event_id = any($1)', [
+          ids,
+        ]);
+        expect(rows).toEqual([]);
+        expect(endpoint.status).toBe('enabled');
+      } finally {
+        await purge.query('rollback').catch(() => {});
+        purge.release();
+        await replayer.stop();
+      }
+    },
+  );
 });

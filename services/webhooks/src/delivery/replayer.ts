@@ -186,7 +186,12 @@ export function createReplayer(opts: ReplayerOptions): Replayer {
        where account_id = ${job.account_id} and livemode = ${job.livemode} and not test
          and id > ${from} and created_at >= ${job.since} and created_at < ${job.until ?? now}
          ${job.type !== null ? sql`and type = ${job.type}` : sql``}
-       order by id limit ${chunk}`);
+       order by id limit ${chunk}
+       -- Share-locked, as a single resend's event is: the retention purge (domain/retention.ts)
+       -- either waits and then sees the deliveries queued here (and keeps their events), or has
+       -- removed the events and this chunk passes them over. Unlocked, it could queue deliveries
+       -- of events the purge was removing.
+       for share`);
     const ids = scan.rows.map((r) => r.id);
     if (ids.length === 0) return { scanned: 0, cursor: job.cursor, queued: [] };
     const { rows } = await tx.execute<InsertedRow>(sql`

@@ -181,6 +181,9 @@ export type BacklogRow = {
  *    resource types, an operational type when named, never the event about `ep` itself, nor an
  *    event from before `ep` existed — or a resend of it to `ep` failed.
  * Test events (POST /v1/webhooks/{id}/test) are not part of the log and never replayed.
+ * With `limit` (a recovery's chunk), the events found are share-locked, as a resend's are: the
+ * retention purge (retention.ts), which locks the events it removes, either waits for the chunk's
+ * deliveries and keeps those events, or removes them first and the chunk passes them over.
  */
 export function backlogSql(
   ep: Pick<Endpoint, 'id' | 'accountId' | 'livemode' | 'events' | 'ordering' | 'createdAt'>,
@@ -207,7 +210,7 @@ export function backlogSql(
                       and ${subscribedSql(sql`ev.type`, sql`${sql.param(ep.events)}::text[]`)}
                       and ${aboutSql} is distinct from ${ep.id})
                      or ${resent(['failed', 'skipped'])} end
-     ${limit !== undefined ? sql`order by ev.id limit ${limit}` : sql``}`;
+     ${limit !== undefined ? sql`order by ev.id limit ${limit} for share of ev` : sql``}`;
 }
 
 /** How many events endpoint `ep`'s backlog in [since, until) holds now (a recovery's total). */
