@@ -35,6 +35,13 @@ export const gatewayEnvSchema = baseEnvSchema.extend({
         ctx.addIssue({ code: 'custom', message: (err as Error).message });
       }
     }),
+  /**
+   * How often an open `mcs listen` stream gets a ping line; the CLI takes three intervals without
+   * a line for a connection that died without a word, and reconnects.
+   */
+  LISTEN_PING_INTERVAL: duration.default(15_000).refine((ms) => ms >= 1_000 && ms <= 60_000, {
+    message: 'must be between 1s and 60s',
+  }),
   /** Fault injection for crash tests only (see http.ts). */
   MCS_FAILPOINT: z.string().optional(),
 });

@@ -2,6 +2,7 @@
 //
 //   GET  /v1/webhooks/{id}/listen       a long-lived NDJSON stream: one `ready` line, then one
 //                                       `delivery` line per attempt, `ping` every 15 s
+//                                       (LISTEN_PING_INTERVAL)
 //   POST /v1/webhooks/{id}/listen/ack   {ack, status_code, error, latency_ms, response_excerpt}:
 //                                       what the local server answered to that delivery
 //
@@ -11,7 +12,13 @@
 // NATS request, so the delivery records the local server's status honestly. An ack that reaches
 // another replica is passed on over NATS to the one holding the token. A stream that closes
 // answers its unanswered attempts as failed at once, so none waits for its time-out.
-import { randomBytes } from 'node:crypto';
+//
+// One stream per endpoint: a second one is refused (`listen_endpoint_in_use`), unless it carries
+// the same `Mcs-Listen-Session` token as the open one: that is the same CLI run reconnecting
+// after its connection died without a word (a laptop's sleep, a new network), while this side
+// still holds the dead one, which may take TCP a quarter of an hour to give up. The open one ends
+// and the new one takes over.
+import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Client } from '@connectrpc/connect';
 import { apiError } from '@mcs/errors';
@@ -70,6 +77,15 @@ interface AckForward {
 }
 
 const PATH = /^\/v1\/webhooks\/([^/]+)\/listen(\/ack)?$/;
+/** A CLI run's session token (header `mcs-listen-session`): random, base64url. */
+const SESSION_TOKEN = /^[A-Za-z0-9_-]{16,128}$/;
+const RELEASED = 'released';
+
+/** Whether a presence request carries `token` (compared in constant time). */
+function sameToken(data: Uint8Array, token: string): boolean {
+  const mine = Buffer.from(token);
+  return data.length === mine.length && timingSafeEqual(data, mine);
+}
 const MAX_ACK_BODY = 128 * 1024;
 const EXCERPT_KEEP = 2048;
 
@@ -138,11 +154,14 @@ export function createListen(deps: {
     }
   }
 
-  /** Whether a session of `id` is open on any replica: it answers its presence subject at once. */
-  async function streamedElsewhere(id: string): Promise<boolean> {
+  /**
+   * Whether a session of `id` is open on any replica: it answers its presence subject at once.
+   * One with the same session `token` ends and answers that it let go.
+   */
+  async function streamedElsewhere(id: string, token: string): Promise<boolean> {
     try {
-      await nc.request(listenPresenceSubject(prefix, id), undefined, { timeout: 500 });
-      return true;
+      const answer = await nc.request(listenPresenceSubject(prefix, id), token, { timeout: 500 });
+      return answer.string() !== RELEASED;
     } catch {
       return false; // no responders (answered at once by the server), or none within the wait
     }
@@ -166,7 +185,9 @@ export function createListen(deps: {
         message: `${id} delivers to ${endpoint.url}; only endpoints with url "${LISTEN_URL}" can be listened to.`,
       });
     }
-    if (await streamedElsewhere(id)) {
+    const raw = req.headers['mcs-listen-session'];
+    const token = typeof raw === 'string' && SESSION_TOKEN.test(raw) ? raw : '';
+    if (await streamedElsewhere(id, token)) {
       throw apiError('listen_endpoint_in_use', {
         param: 'id',
         message: `Another mcs listen session is streaming ${id}; stop it, or listen with another endpoint.`,
@@ -178,7 +199,7 @@ export function createListen(deps: {
       'x-accel-buffering': 'no', // proxies: pass each line on at once
     });
     const write = (frame: ListenFrame) => {
-      if (!res.writableEnded) res.write(`${JSON.stringify(frame)}\n`);
+      if (!res.writableEnded && !res.destroyed) res.write(`${JSON.stringify(frame)}\n`);
     };
     let ended = false;
     const session: Session = { end: () => res.end() };
@@ -210,38 +231,53 @@ export function createListen(deps: {
     // Tells a session opening on this endpoint, through any replica, that this one holds it.
     const presence = nc.subscribe(listenPresenceSubject(prefix, id), {
       callback: (err, msg) => {
-        if (!err && !ended) msg.respond();
+        if (err || ended) return;
+        if (token !== '' && sameToken(msg.data, token)) {
+          log.info({ endpoint: id, requestId }, 'mcs listen session taken over by its reconnection');
+          done();
+          res.destroy();
+          msg.respond(RELEASED);
+          return;
+        }
+        msg.respond();
       },
     });
     holdAcks(id);
     const heartbeat = setInterval(() => write({ type: 'ping' }), heartbeatMs);
-    write({ type: 'ready', endpoint: render(webhooks.WebhookEndpointSchema, endpoint) });
+    write({
+      type: 'ready',
+      endpoint: render(webhooks.WebhookEndpointSchema, endpoint),
+      ping_interval_ms: heartbeatMs,
+    });
     log.info({ endpoint: id, requestId }, 'mcs listen session started');
 
+    let resolveSession = () => {};
+    function done() {
+      if (ended) return;
+      ended = true;
+      clearInterval(heartbeat);
+      sub.unsubscribe();
+      presence.unsubscribe();
+      releaseAcks(id);
+      sessions.delete(session);
+      for (const [ack, p] of pending) {
+        if (p.session !== session) continue;
+        pending.delete(ack);
+        clearTimeout(p.timer);
+        const result: ListenResult = {
+          status_code: null,
+          error: 'the mcs listen session ended before the local server answered',
+          latency_ms: 0,
+          response_excerpt: null,
+        };
+        p.msg.respond(JSON.stringify(result));
+      }
+      log.info({ endpoint: id, requestId }, 'mcs listen session ended');
+      resolveSession();
+    }
     await new Promise<void>((resolve) => {
-      const done = () => {
-        if (ended) return;
-        ended = true;
-        clearInterval(heartbeat);
-        sub.unsubscribe();
-        presence.unsubscribe();
-        releaseAcks(id);
-        sessions.delete(session);
-        for (const [token, p] of pending) {
-          if (p.session !== session) continue;
-          pending.delete(token);
-          clearTimeout(p.timer);
-          const result: ListenResult = {
-            status_code: null,
-            error: 'the mcs listen session ended before the local server answered',
-            latency_ms: 0,
-            response_excerpt: null,
-          };
-          p.msg.respond(JSON.stringify(result));
-        }
-        log.info({ endpoint: id, requestId }, 'mcs listen session ended');
-        resolve();
-      };
+      resolveSession = resolve;
+      if (ended) return resolve();
       res.once('close', done);
       req.once('close', () => {
         if (req.destroyed && !res.writableEnded) res.end();

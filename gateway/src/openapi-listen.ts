@@ -18,7 +18,7 @@ export function listenOperations({ schemas, ref }: SchemaSet): ListenOperation[]
   const endpointRef = ref(webhooksPb.WebhookEndpointSchema, false);
   schemas.ListenFrame = {
     description:
-      'One line of the listen stream (NDJSON): ready once, then a delivery per attempt, a ping every 15 s.',
+      'One line of the listen stream (NDJSON): ready once, then a delivery per attempt, a ping every ping_interval_ms (15 s unless the operator set LISTEN_PING_INTERVAL).',
     oneOf: [
       { $ref: '#/components/schemas/ListenReadyFrame' },
       { $ref: '#/components/schemas/ListenDeliveryFrame' },
@@ -35,8 +35,17 @@ export function listenOperations({ schemas, ref }: SchemaSet): ListenOperation[]
   };
   schemas.ListenReadyFrame = {
     type: 'object',
-    required: ['type', 'endpoint'],
-    properties: { type: { type: 'string', const: 'ready' }, endpoint: endpointRef },
+    required: ['type', 'endpoint', 'ping_interval_ms'],
+    properties: {
+      type: { type: 'string', const: 'ready' },
+      endpoint: endpointRef,
+      ping_interval_ms: {
+        type: 'integer',
+        minimum: 1000,
+        description:
+          'How often a ping line comes; a client that sees no line for a few intervals should take the connection for dead and open a new one.',
+      },
+    },
   };
   schemas.ListenDeliveryFrame = {
     type: 'object',
@@ -97,7 +106,17 @@ export function listenOperations({ schemas, ref }: SchemaSet): ListenOperation[]
         description:
           'What `mcs listen` reads: a long-lived NDJSON stream (one ListenFrame per line) of every attempt to deliver to this endpoint while the stream is open. Secret keys only.',
         tags: [tagMeta.WebhookEndpointService?.name ?? 'Webhook endpoints'],
-        parameters: [listenParam],
+        parameters: [
+          listenParam,
+          {
+            name: 'Mcs-Listen-Session',
+            in: 'header',
+            required: false,
+            description:
+              'A random token (16–128 characters of A–Z, a–z, 0–9, _ and -) the client keeps for its whole run. While a stream of this endpoint is open, another one is refused with listen_endpoint_in_use, unless it carries the same token: then it is the same client reconnecting, and the open stream (a connection that died without a word) ends in its favour.',
+            schema: { type: 'string', pattern: '^[A-Za-z0-9_-]{16,128}$' },
+          },
+        ],
         responses: {
           '200': {
             description: 'The stream, until either side closes it.',

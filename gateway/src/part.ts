@@ -181,6 +181,7 @@ export async function startGateway(
     prefix: env.MCS_NATS_PREFIX,
     webhooks: createClient(webhooks.WebhookEndpointService, transports.get('webhooks')!),
     log,
+    heartbeatMs: env.LISTEN_PING_INTERVAL,
   });
   const handler = createHandler({
     match: createMatcher(routes),

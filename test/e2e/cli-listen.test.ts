@@ -2,13 +2,21 @@
 // machine as the developer's app. Events reach it without a public URL, re-signed with the
 // session secret (checked with @mcs/webhook-verify), the app's answers are what the deliveries
 // record, Ctrl-C removes the endpoint, and a session that died leaves an endpoint the next one reuses.
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createInterface } from 'node:readline';
-import { type AccountKeys, REPO_ROOT, type Stack, startStack, until } from '@mcs/testkit';
+import {
+  type AccountKeys,
+  canSilenceLinks,
+  REPO_ROOT,
+  type Stack,
+  silentLink,
+  startStack,
+  until,
+} from '@mcs/testkit';
 import { verifyServiceSignature, verifyStandardSignature } from '@mcs/webhook-verify';
 import { connect } from 'nats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -35,7 +43,10 @@ const ORDER = {
 };
 
 beforeAll(async () => {
-  stack = await startStack({ env: { WEBHOOK_TIMEOUT: '3s', WEBHOOK_RETRY_SCHEDULE: '1s,1s,1s,1s,1s' } });
+  stack = await startStack({
+    // A ping a second, so a connection that died without a word is given up within seconds.
+    env: { WEBHOOK_TIMEOUT: '3s', WEBHOOK_RETRY_SCHEDULE: '1s,1s,1s,1s,1s', LISTEN_PING_INTERVAL: '1s' },
+  });
   keys = await stack.createAccount();
   app = http.createServer((req, res) => {
     let body = '';
@@ -59,9 +70,9 @@ afterAll(async () => {
  * A running `mcs listen --json`: its lines as they come. With `launcher` (`pnpm mcs`, …) it starts
  * as a user starts it, in a process group of its own, so a signal reaches the launcher only.
  */
-function startListen(args: string[], launcher?: string[]) {
+function startListen(args: string[], launcher?: string[], baseUrl?: string) {
   const argv = ['listen', '--forward-to', appUrl, '--json', ...args];
-  const env = cliEnv(stack, { MCS_API_KEY: keys.secret_key });
+  const env = cliEnv(stack, { MCS_API_KEY: keys.secret_key, ...(baseUrl ? { MCS_BASE_URL: baseUrl } : {}) });
   const child = launcher
     ? spawn(launcher[0]!, [...launcher.slice(1), ...argv], { cwd: REPO_ROOT, env, detached: true })
     : spawnCli(argv, env);
@@ -360,6 +371,58 @@ describe('mcs listen', () => {
     expect(await session.exited).toBe(0);
     expect((await stack.api(keys.secret_key, 'GET', `/v1/webhooks/${ready.endpoint}`)).status).toBe(404);
   });
+
+  it.skipIf(!canSilenceLinks)(
+    'takes a connection that died without a word for dead, and its reconnection takes the endpoint over from the stream the API still holds',
+    async () => {
+      // The CLI reaches the gateway at an address routed through one link; the link goes silent
+      // and the address moves to another, as a laptop's new network or a NAT's new mapping does.
+      // The gateway still holds the first stream, writing pings into a connection that TCP takes
+      // minutes to give up.
+      const [first, second] = [await silentLink(), await silentLink()];
+      const vip = `10.199.${process.pid % 250}.9`;
+      const ip = (...args: string[]) => execFileSync('ip', args, { stdio: 'pipe' });
+      try {
+        const gateway = Number(new URL(stack.baseUrl).port);
+        for (const link of [first, second]) {
+          link.addAddress(vip);
+          await link.route('127.0.0.1', gateway, { ip: vip, port: 18_080 });
+        }
+        ip('route', 'replace', `${vip}/32`, 'via', first.address);
+        const session = startListen(['--events', 'order.created'], undefined, `http://${vip}:18080`);
+        const ready = await session.next('ready');
+        first.silence();
+        ip('route', 'replace', `${vip}/32`, 'via', second.address);
+        // Three pings' silence (LISTEN_PING_INTERVAL 1s), then a new connection by the new route.
+        await until(
+          'the CLI to give the connection up',
+          async () =>
+            /lost \(no word from the API for 3 s\); reconnecting/.test(session.stderr()) ? true : undefined,
+          10_000,
+        );
+        await until(
+          'the CLI to reconnect',
+          async () => (session.stderr().includes('reconnected') ? true : undefined),
+          20_000,
+        );
+        expect(session.stderr()).not.toContain('listen_endpoint_in_use');
+        answer = 200;
+        const order = await stack.api(keys.secret_key, 'POST', '/v1/orders', ORDER);
+        expect(order.status).toBe(200);
+        const forwarded = await session.next('forwarded');
+        expect(forwarded).toMatchObject({ event_type: 'order.created', status_code: 200 });
+        session.child.kill('SIGINT');
+        expect(await session.exited).toBe(0);
+        expect((await stack.api(keys.secret_key, 'GET', `/v1/webhooks/${ready.endpoint}`)).status).toBe(404);
+      } finally {
+        try {
+          ip('route', 'del', `${vip}/32`);
+        } catch {}
+        first.close();
+        second.close();
+      }
+    },
+  );
 
   it('prints readable lines without --json', async () => {
     const child = spawnCli(

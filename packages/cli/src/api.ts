@@ -1,5 +1,8 @@
 // The REST client every API command uses: Bearer key, JSON in and out, and failures turned
 // into errors that keep what the API said (type, code, param, message) and its Request-Id.
+import http from 'node:http';
+import https from 'node:https';
+import { Readable } from 'node:stream';
 import { CliError } from './args.ts';
 
 /** An answer of the API that was not 2xx: the spec's error body, plus status and Request-Id. */
@@ -40,16 +43,32 @@ export interface Api {
   get(path: string, query?: Record<string, string | number | undefined>): Promise<Json>;
   post(path: string, body?: unknown, opts?: { idempotencyKey?: string }): Promise<Json>;
   del(path: string): Promise<Json>;
-  /** A raw request (streams): the Response, after the same error handling for non-2xx. */
+  /**
+   * A raw request (streams): the Response, after the same error handling for non-2xx. Each goes
+   * over a connection of its own, never one of the pool the other requests share: a stream given
+   * up because its connection died without a word (a laptop's sleep, a new network) must not open
+   * its next attempt on another connection of that same dead pool.
+   */
   open(
     path: string,
     init: { method?: string; signal?: AbortSignal; headers?: Record<string, string> },
   ): Promise<Response>;
+  /**
+   * The same API over connections of its own (a keep-alive agent), which `reset()` drops: for a
+   * long-running command (`mcs listen`) that learns its connections died without a word, so that
+   * its next requests do not each wait out their time-out on one of them.
+   */
+  withOwnConnections(): Api & { reset(): void };
 }
 
 const TIMEOUT_MS = 30_000;
 
-export function createApi(baseUrl: string, apiKey: string): Api {
+/** How a request reaches the API: fetch (its shared pool), or node:http on an agent of our own. */
+type Transport = (url: string, init: RequestInit & { headers: Record<string, string> }) => Promise<Response>;
+
+const viaFetch: Transport = (url, init) => fetch(url, init);
+
+export function createApi(baseUrl: string, apiKey: string, transport: Transport = viaFetch): Api {
   const headers = { authorization: `Bearer ${apiKey}`, 'user-agent': 'mcs-cli/1' };
 
   async function fail(res: Response): Promise<never> {
@@ -63,16 +82,17 @@ export function createApi(baseUrl: string, apiKey: string): Api {
 
   async function send(method: string, path: string, init: RequestInit = {}): Promise<Response> {
     let res: Response;
+    const signal = init.signal ?? AbortSignal.timeout(TIMEOUT_MS);
     try {
-      res = await fetch(`${baseUrl}${path}`, {
+      res = await transport(`${baseUrl}${path}`, {
         method,
         ...init,
         headers: { ...headers, ...(init.headers as Record<string, string> | undefined) },
-        signal: init.signal ?? AbortSignal.timeout(TIMEOUT_MS),
+        signal,
       });
     } catch (err) {
       const e = err as Error & { cause?: { code?: string; errors?: Array<{ code?: string }> } };
-      if (e.name === 'TimeoutError')
+      if (e.name === 'TimeoutError' || (signal.reason as Error | undefined)?.name === 'TimeoutError')
         throw new CliError(`the API at ${baseUrl} did not answer in ${TIMEOUT_MS / 1000} s`);
       if (e.name === 'AbortError') throw err;
       const why = e.cause?.code ?? e.cause?.errors?.[0]?.code ?? e.message;
@@ -113,11 +133,80 @@ export function createApi(baseUrl: string, apiKey: string): Api {
     del(path) {
       return json('DELETE', path);
     },
-    open(path, init) {
-      return send(init.method ?? 'GET', path, {
-        ...(init.signal ? { signal: init.signal } : {}),
-        ...(init.headers ? { headers: init.headers } : {}),
+    withOwnConnections() {
+      let agent = keepAliveAgent(baseUrl);
+      const api = createApi(baseUrl, apiKey, (url, init) => viaNode(url, init, agent));
+      return Object.assign(api, {
+        reset() {
+          agent.destroy();
+          agent = keepAliveAgent(baseUrl);
+        },
       });
     },
+    async open(path, init) {
+      let res: Response;
+      try {
+        res = await viaNode(
+          `${baseUrl}${path}`,
+          {
+            method: init.method ?? 'GET',
+            headers: { ...headers, ...init.headers },
+            signal: init.signal ?? null,
+          },
+          false,
+        );
+      } catch (err) {
+        const e = err as Error & { code?: string };
+        if (e.name === 'AbortError') throw err;
+        throw new CliError(
+          `cannot reach the API at ${baseUrl} (${e.code ?? e.message}): is the stack running (pnpm start)?`,
+        );
+      }
+      if (!res.ok) await fail(res);
+      return res;
+    },
   };
+}
+
+function keepAliveAgent(baseUrl: string): http.Agent {
+  return baseUrl.startsWith('https:')
+    ? new https.Agent({ keepAlive: true })
+    : new http.Agent({ keepAlive: true });
+}
+
+/**
+ * One request over node:http(s) on `agent` (false: a new connection, no pool), answered as a
+ * fetch Response. No redirect is followed (the API answers none).
+ */
+function viaNode(
+  url: string,
+  init: RequestInit & { headers: Record<string, string> },
+  agent: http.Agent | false,
+): Promise<Response> {
+  const target = new URL(url);
+  const client = target.protocol === 'https:' ? https : http;
+  const signal = init.signal ?? undefined;
+  return new Promise((resolve, reject) => {
+    const req = client.request(
+      target,
+      { method: init.method ?? 'GET', headers: init.headers, agent, ...(signal ? { signal } : {}) },
+      (res) => {
+        const answer = new Headers();
+        for (const [name, value] of Object.entries(res.headers)) {
+          if (value !== undefined) answer.set(name, Array.isArray(value) ? value.join(', ') : value);
+        }
+        const status = res.statusCode ?? 502;
+        const empty = status === 204 || status === 304;
+        if (empty) res.resume();
+        resolve(
+          new Response(empty ? null : (Readable.toWeb(res) as ReadableStream<Uint8Array>), {
+            status,
+            headers: answer,
+          }),
+        );
+      },
+    );
+    req.on('error', reject);
+    req.end(typeof init.body === 'string' ? init.body : undefined);
+  });
 }

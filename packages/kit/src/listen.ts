@@ -61,6 +61,6 @@ export interface ListenResult {
 
 /** The NDJSON lines of the stream (gateway → CLI). */
 export type ListenFrame =
-  | { type: 'ready'; endpoint: unknown }
+  | { type: 'ready'; endpoint: unknown; ping_interval_ms: number }
   | ({ type: 'delivery'; ack: string } & ListenAttempt)
   | { type: 'ping' };

@@ -33,7 +33,18 @@ export interface SilentLink {
    * A route through the namespace to `host:port`: connect to what it answers instead;
    * `accepted()` counts the connections the namespace's end took (restarts included).
    */
-  route(host: string, port: number): Promise<{ host: string; port: number; accepted(): number }>;
+  route(
+    host: string,
+    port: number,
+    listen?: { ip: string; port: number },
+  ): Promise<{ host: string; port: number; accepted(): number }>;
+  /** The namespace's address on the pair: a host route through it goes `via` this. */
+  readonly address: string;
+  /**
+   * Gives the namespace `ip` too (on its loopback), for a route to listen on: an address that
+   * a host route can move from one link to another, as a NAT's new mapping or a failover does.
+   */
+  addAddress(ip: string): void;
   /** The link goes down: what is sent over it either way is dropped, without a word. */
   silence(): void;
   /** The link is back (its neighbour entry may take a moment to be found again). */
@@ -60,7 +71,9 @@ export async function silentLink(): Promise<SilentLink> {
   const nsIp = `${subnet}.2`;
   const ip = (...args: string[]) => execFileSync('ip', args, { stdio: 'pipe' });
   const outside: ChildProcess[] = [];
-  const inside: Array<{ child: ChildProcess; port: number; hostPort: number; accepted: number }> = [];
+  const inside: Array<{ child: ChildProcess; ip: string; port: number; hostPort: number; accepted: number }> =
+    [];
+  const addresses: string[] = [];
 
   function forward(
     listenHost: string,
@@ -123,16 +136,27 @@ export async function silentLink(): Promise<SilentLink> {
   setUp();
 
   return {
-    async route(host, port) {
+    address: nsIp,
+    addAddress(extra) {
+      addresses.push(extra);
+      ip('-n', ns, 'addr', 'add', `${extra}/32`, 'dev', 'lo');
+    },
+    async route(host, port, listen) {
       // Host → the namespace's forwarder (over the pair) → this namespace's forwarder → target.
       const out = await forward(hostIp, 0, host, port);
       outside.push(out.child);
-      const entry = { child: undefined as unknown as ChildProcess, port: 0, hostPort: out.port, accepted: 0 };
-      const into = await forward(nsIp, 0, hostIp, out.port, ns, () => entry.accepted++);
+      const entry = {
+        child: undefined as unknown as ChildProcess,
+        ip: listen?.ip ?? nsIp,
+        port: 0,
+        hostPort: out.port,
+        accepted: 0,
+      };
+      const into = await forward(entry.ip, listen?.port ?? 0, hostIp, out.port, ns, () => entry.accepted++);
       entry.child = into.child;
       entry.port = into.port;
       inside.push(entry);
-      return { host: nsIp, port: into.port, accepted: () => entry.accepted };
+      return { host: entry.ip, port: into.port, accepted: () => entry.accepted };
     },
     silence: () => ip('-n', ns, 'link', 'set', nsIf, 'down'),
     restore: () => ip('-n', ns, 'link', 'set', nsIf, 'up'),

@@ -17,6 +17,13 @@ import { when } from '../output.ts';
 const FORWARD_TIMEOUT_MS = 10_000;
 const EXCERPT_KEEP = 2048;
 const PARENT_CHECK_MS = 1_000;
+/**
+ * Intervals of the stream's ping (its ready line says how long one is) without a line before the
+ * connection is taken for dead: one that died without a word (a laptop's sleep, a new network)
+ * would otherwise stay open and silent for good.
+ */
+const SILENT_PINGS = 3;
+const DEFAULT_PING_INTERVAL_MS = 15_000;
 
 /**
  * `order.created,payment.*` → the endpoint's event list (patterns expanded, sorted). A pattern
@@ -218,7 +225,8 @@ async function listen(ctx: Ctx, p: Parsed, spec: Command): Promise<number> {
   if (!/^whsec_[A-Za-z0-9+/]{32,}={0,2}$/.test(secret)) {
     throw usageError('--secret must be whsec_ followed by the base64 of at least 24 bytes', spec);
   }
-  const api = await ctx.api();
+  // Connections of its own: when the stream's connection turns out dead, so may the others be.
+  const api = (await ctx.api()).withOwnConnections();
   if (api.livemode) throw new CliError('mcs listen runs in test mode only: use a sk_test_ key');
   let { endpoint, reused } = await ctx.progress('Preparing a listen endpoint', () =>
     endpointFor(api, events, forwardTo),
@@ -290,15 +298,43 @@ async function listen(ctx: Ctx, p: Parsed, spec: Command): Promise<number> {
 
   let announced = false;
   let failures = 0;
+  // This run's token: reconnecting with it takes the endpoint over from a stream of ours that the
+  // API still holds open (one that died without a word), where another session's is refused.
+  const session = randomBytes(18).toString('base64url');
+  let pingIntervalMs = DEFAULT_PING_INTERVAL_MS;
   while (!stop.signal.aborted) {
+    const connection = new AbortController();
+    const onStop = () => connection.abort(stop.signal.reason);
+    stop.signal.addEventListener('abort', onStop, { once: true });
+    let silence: NodeJS.Timeout | undefined;
+    const heard = () => {
+      clearTimeout(silence);
+      const limit = SILENT_PINGS * pingIntervalMs;
+      silence = setTimeout(() => {
+        connection.abort(new Error(`no word from the API for ${Math.round(limit / 1000)} s`));
+        // The connections beside it went the same way, most likely (a laptop's sleep, a new
+        // network): an ack or a check on one would wait out its time-out. New ones.
+        api.reset();
+      }, limit);
+      silence.unref();
+    };
     try {
-      const res = await api.open(path, { signal: stop.signal });
+      heard();
+      const res = await api.open(path, {
+        signal: connection.signal,
+        headers: { 'mcs-listen-session': session },
+      });
       if (!res.body) throw new Error('the stream has no body');
       for await (const line of lines(res.body)) {
+        heard();
         if (line.trim() === '') continue;
         const frame = JSON.parse(line) as ListenFrame;
         if (frame.type === 'ready') {
           failures = 0;
+          if (Number.isInteger(frame.ping_interval_ms) && frame.ping_interval_ms >= 1_000) {
+            pingIntervalMs = frame.ping_interval_ms;
+            heard();
+          }
           if (!announced) {
             announced = true;
             ctx.print(
@@ -317,8 +353,10 @@ async function listen(ctx: Ctx, p: Parsed, spec: Command): Promise<number> {
         }
       }
       if (!stop.signal.aborted) ctx.err('the API closed the stream; reconnecting\n');
-    } catch (err) {
+    } catch (caught) {
       if (stop.signal.aborted) break;
+      // Given up for silence: the abort's reason says so, not fetch's AbortError.
+      const err = connection.signal.aborted ? connection.signal.reason : caught;
       if (err instanceof ApiError && err.code === 'listen_endpoint_in_use' && !announced && reused) {
         // The endpoint left with these events is another live session's, not a dead one's.
         ({ endpoint, reused } = await endpointFor(api, events, forwardTo, true));
@@ -333,6 +371,9 @@ async function listen(ctx: Ctx, p: Parsed, spec: Command): Promise<number> {
       ctx.err(
         `connection to ${api.baseUrl} lost (${err instanceof ApiError ? err.describe() : (err as Error).message}); reconnecting\n`,
       );
+    } finally {
+      clearTimeout(silence);
+      stop.signal.removeEventListener('abort', onStop);
     }
     failures++;
     await sleep(Math.min(500 * 2 ** Math.min(failures, 4), 8_000), stop.signal);

@@ -1245,7 +1245,7 @@ export interface components {
              */
             type: "delivery";
         };
-        /** @description One line of the listen stream (NDJSON): ready once, then a delivery per attempt, a ping every 15 s. */
+        /** @description One line of the listen stream (NDJSON): ready once, then a delivery per attempt, a ping every ping_interval_ms (15 s unless the operator set LISTEN_PING_INTERVAL). */
         ListenFrame: components["schemas"]["ListenReadyFrame"] | components["schemas"]["ListenDeliveryFrame"] | components["schemas"]["ListenPingFrame"];
         ListenPingFrame: {
             /**
@@ -1256,6 +1256,8 @@ export interface components {
         };
         ListenReadyFrame: {
             endpoint: components["schemas"]["WebhookEndpoint"];
+            /** @description How often a ping line comes; a client that sees no line for a few intervals should take the connection for dead and open a new one. */
+            ping_interval_ms: number;
             /**
              * @description discriminator enum property added by openapi-typescript
              * @enum {string}
@@ -5157,7 +5159,10 @@ export interface operations {
     ListenWebhookEndpoint: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A random token (16–128 characters of A–Z, a–z, 0–9, _ and -) the client keeps for its whole run. While a stream of this endpoint is open, another one is refused with listen_endpoint_in_use, unless it carries the same token: then it is the same client reconnecting, and the open stream (a connection that died without a word) ends in its favour. */
+                "Mcs-Listen-Session"?: string;
+            };
             path: {
                 /** @description A listen endpoint (url "mcs-listen:", made by `mcs listen`). */
                 id: string;
