@@ -3,7 +3,7 @@
 import { type Api, createApi } from './api.ts';
 import { CliError, type CommandSpec } from './args.ts';
 import { resolveCredentials } from './config.ts';
-import { withProgress } from './output.ts';
+import { terminalSafe, withProgress } from './output.ts';
 
 export interface Ctx {
   env: NodeJS.ProcessEnv;
@@ -22,8 +22,9 @@ export type Command = CommandSpec<Ctx>;
 
 export function createContext(flags: { apiKey?: string; baseUrl?: string; json: boolean }): Ctx {
   let api: Promise<Api> | undefined;
+  // Everything printed passes terminalSafe: most of it comes from the API or a local server.
   const out = (text: string) => {
-    process.stdout.write(text);
+    process.stdout.write(terminalSafe(text));
   };
   return {
     env: process.env,
@@ -42,7 +43,7 @@ export function createContext(flags: { apiKey?: string; baseUrl?: string; json: 
     },
     out,
     err(text) {
-      process.stderr.write(text);
+      process.stderr.write(terminalSafe(text));
     },
     progress: (label, work) => withProgress(label, work),
   };

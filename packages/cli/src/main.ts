@@ -14,6 +14,7 @@ import { SETTINGS_COMMANDS } from './commands/settings.ts';
 import { TRIGGER_COMMANDS } from './commands/trigger.ts';
 import { WEBHOOK_COMMANDS } from './commands/webhooks.ts';
 import { type Command, createContext } from './context.ts';
+import { terminalSafe } from './output.ts';
 
 const GROUPS: Array<[string, Command[]]> = [
   ['Getting started', LOGIN_COMMANDS],
@@ -111,7 +112,8 @@ export async function main(argv: string[]): Promise<number> {
     });
     return (await command.run(ctx, parsed)) ?? 0;
   } catch (err) {
-    process.stderr.write(`${describe(err, wantsJson)}\n`);
+    // The message may be the API's, echoing what it was sent (an id): no terminal controls.
+    process.stderr.write(`${terminalSafe(describe(err, wantsJson))}\n`);
     return err instanceof CliError ? err.exitCode : 1;
   }
 }

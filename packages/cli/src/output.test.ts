@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { table, withProgress } from './output.ts';
+import { table, terminalSafe, withProgress } from './output.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -47,5 +47,18 @@ describe('table', () => {
       ),
     ).toBe('ID     STATUS\nwe_1   enabled\nwe_22  -\n');
     expect(table(['id'], [])).toBe('(none)\n');
+  });
+});
+
+describe('terminalSafe', () => {
+  it('writes out every control character a terminal acts on, keeping tab and newline', () => {
+    expect(terminalSafe('a\u001b]0;title\u0007b\u001b[2K\rc\u009bd\u007fe\u202ef\tg\n')).toBe(
+      'a\\u001b]0;title\\u0007b\\u001b[2K\\u000dc\\u009bd\\u007fe\\u202ef\tg\n',
+    );
+  });
+
+  it('leaves JSON valid and equal', () => {
+    const value = { text: 'x\u0085y\u007f\\\u009b' };
+    expect(JSON.parse(terminalSafe(JSON.stringify(value)))).toEqual(value);
   });
 });

@@ -2,6 +2,26 @@
 // terminal's stderr for anything that takes longer than a second (never on a pipe, so scripts
 // and tests read clean output).
 
+/**
+ * Control characters that a terminal acts on: C0 (but tab and newline), DEL, C1, and the Unicode
+ * bidirectional overrides and isolates (which reorder what is shown).
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
+const UNSAFE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+
+/**
+ * Text for a terminal, with every control character a terminal would act on written out as a
+ * JSON-style escape (`\u001b`). What the CLI prints comes largely from elsewhere — the API's
+ * answers (an endpoint's description, an event's type, an error message echoing an id) and the
+ * local server of `mcs listen` — and an escape sequence in it could otherwise set the window
+ * title, rewrite earlier lines, hide text, or on some terminals write files or answer back.
+ * In JSON output the characters that remain raw (DEL, C1) are inside strings, where the escape
+ * means the same character, so the JSON stays valid and equal.
+ */
+export function terminalSafe(text: string): string {
+  return text.replace(UNSAFE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
 /** Columns padded to their widest cell; the header in capitals. */
 export function table(headers: string[], rows: Array<Array<string | number | null | undefined>>): string {
   if (rows.length === 0) return '(none)\n';
