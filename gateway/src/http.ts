@@ -26,6 +26,7 @@ import { DecodeError, decodeObject, decodeParams, isListResponse, render, render
 import type { Authenticator } from './auth.ts';
 import { ServiceDown } from './circuit.ts';
 import { createInFlight, createRecentAnswers, fingerprint, type KeyScope } from './idempotency.ts';
+import { nestedDeeperThan, TOO_DEEP } from './json-depth.ts';
 import type { Listen } from './listen.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import type { Match, Route } from './routes.ts';
@@ -257,6 +258,7 @@ export function createHandler(deps: GatewayDeps) {
               : `Request bodies must be JSON sent with "Content-Type: application/json", not ${JSON.stringify(type.slice(0, 100))}.`,
         });
       }
+      if (nestedDeeperThan(raw)) throw fail('invalid_json', { message: TOO_DEEP });
       try {
         // A byte order mark before the JSON is ignored, as RFC 8259 lets a parser do.
         const text = raw.toString('utf8');

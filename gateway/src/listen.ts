@@ -38,6 +38,7 @@ import { webhooks } from '@mcs/proto';
 import { render } from '@mcs/rest';
 import type { Msg, NatsConnection, Subscription } from 'nats';
 import type { Principal } from './auth.ts';
+import { nestedDeeperThan, TOO_DEEP } from './json-depth.ts';
 
 export type ListenRoute = { kind: 'stream' | 'ack'; id: string };
 
@@ -300,6 +301,7 @@ export function createListen(deps: {
         message: 'Acks are JSON sent with "Content-Type: application/json".',
       });
     }
+    if (nestedDeeperThan(raw)) throw apiError('invalid_json', { message: TOO_DEEP });
     let json: unknown;
     try {
       json = JSON.parse(raw.toString('utf8') || '{}');

@@ -75,3 +75,45 @@ describe('the CLI prints no terminal control sequences it was sent', () => {
     expect(run.stderr).not.toMatch(TERMINAL_CONTROL);
   });
 });
+
+describe('a request body nested too deeply', () => {
+  // V8's JSON.parse of half a million nested arrays (a 1 MiB body) held the gateway's event loop
+  // for about a second: a few such requests in a row stalled every account's requests.
+  const nested = (depth: number) => `${'['.repeat(depth)}${']'.repeat(depth)}`;
+
+  it('is refused before it is parsed, with invalid_json, quickly', async () => {
+    const body = `{"name":"Tea","price":100,"currency":"EUR","description":${nested(500_000)}}`;
+    expect(Buffer.byteLength(body)).toBeLessThan(1024 * 1024);
+    const started = performance.now();
+    const res = await api('/v1/products', { body });
+    const took = performance.now() - started;
+    expect(res.status).toBe(400);
+    expect(res.body.error).toMatchObject({ type: 'invalid_request_error', code: 'invalid_json' });
+    expect(res.body.error.message).toMatch(/more than 64 levels/);
+    expect(took).toBeLessThan(1_000);
+  });
+
+  it('is refused from 65 levels on; 64 are parsed (and the field checked as usual)', async () => {
+    const at = async (depth: number) =>
+      (await api('/v1/products', { body: `{"name":"Tea","description":${nested(depth - 1)}}` })).body.error;
+    expect(await at(65)).toMatchObject({ code: 'invalid_json' });
+    expect(await at(64)).toMatchObject({ code: 'invalid_type', param: 'description' });
+    // Brackets inside strings are text, not levels.
+    const text = await api('/v1/products', {
+      body: { name: 'Tea', price: 100, currency: 'EUR', description: `"\\${'['.repeat(100)}` },
+    });
+    expect(text.status).toBe(200);
+  });
+
+  it('other accounts are answered meanwhile', async () => {
+    const other = await stack.createAccount();
+    const body = `{"name":"Tea","description":${nested(500_000)}}`;
+    const flood = Array.from({ length: 4 }, () => api('/v1/products', { body }));
+    const started = performance.now();
+    const read = await api('/v1/products?limit=1', { key: other.secret_key });
+    const took = performance.now() - started;
+    await Promise.all(flood);
+    expect(read.status).toBe(200);
+    expect(took).toBeLessThan(1_000);
+  });
+});
