@@ -57,6 +57,19 @@ request with an API key (<code>Authorization: Bearer sk_test_…</code>) and pus
   return pages;
 }
 
+/**
+ * Headers of every /docs page: its own inline style sheet and nothing else may load (no script,
+ * no frame, no form), and no other site may frame it (clickjacking) or have it sniffed as
+ * another type.
+ */
+export const DOCS_HEADERS: Record<string, string> = {
+  'content-security-policy':
+    "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+  'x-frame-options': 'DENY',
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'same-origin',
+};
+
 export function createPages(openapi: OpenApiDocument, ready?: () => Promise<void>) {
   const pages = renderDocs(openapi);
   const openapiJson = JSON.stringify(openapi);
@@ -90,13 +103,15 @@ export function createPages(openapi: OpenApiDocument, ready?: () => Promise<void
     }
     let type = 'text/html; charset=utf-8';
     let body: string;
+    let extra: Record<string, string> = DOCS_HEADERS;
     const page = pages.get(path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path);
     if (page !== undefined) body = page;
     else if (path === '/v1/openapi.json') {
       body = openapiJson;
       type = 'application/json';
+      extra = { 'x-content-type-options': 'nosniff' };
     } else return false;
-    res.writeHead(200, { 'content-type': type, 'content-length': Buffer.byteLength(body) });
+    res.writeHead(200, { 'content-type': type, 'content-length': Buffer.byteLength(body), ...extra });
     res.end(req.method === 'HEAD' ? undefined : body);
     return true;
   };

@@ -117,3 +117,19 @@ describe('a request body nested too deeply', () => {
     expect(took).toBeLessThan(1_000);
   });
 });
+
+describe('the docs pages', () => {
+  it('may not be framed by another site, load nothing but their own style, and are not sniffed', async () => {
+    for (const path of ['/docs', '/docs/errors', '/docs/reference', '/docs/webhooks']) {
+      const res = await fetch(`${stack.baseUrl}${path}`);
+      expect(res.status, path).toBe(200);
+      const csp = res.headers.get('content-security-policy') ?? '';
+      expect(csp, path).toContain("frame-ancestors 'none'");
+      expect(csp, path).toContain("default-src 'none'");
+      expect(res.headers.get('x-frame-options'), path).toBe('DENY');
+      expect(res.headers.get('x-content-type-options'), path).toBe('nosniff');
+    }
+    const openapi = await fetch(`${stack.baseUrl}/v1/openapi.json`);
+    expect(openapi.headers.get('x-content-type-options')).toBe('nosniff');
+  });
+});
