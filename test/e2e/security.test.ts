@@ -1,22 +1,25 @@
 // Findings of a security review, each checked against the real stack: what a hostile party
 // (another holder of the account's keys, a hostile API or local server, any client of the
 // gateway) could do before the fix, and must not be able to do after it.
-import { type AccountKeys, type Stack, startStack } from '@mcs/testkit';
+import { type AccountKeys, type SmtpServer, type Stack, startSmtpServer, startStack } from '@mcs/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cliEnv, runCli } from './cli-helpers.ts';
 
 let stack: Stack;
 let keys: AccountKeys;
+let smtp: SmtpServer;
 
 beforeAll(async () => {
+  smtp = await startSmtpServer();
   stack = await startStack({
-    env: { WEBHOOK_ALLOW_HTTP: 'true', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' },
+    env: { WEBHOOK_ALLOW_HTTP: 'true', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', SMTP_URL: smtp.url },
   });
   keys = await stack.createAccount();
 });
 
 afterAll(async () => {
   await stack?.stop();
+  await smtp?.close();
 });
 
 async function api(path: string, init: { method?: string; body?: unknown; key?: string } = {}) {
@@ -131,5 +134,40 @@ describe('the docs pages', () => {
     }
     const openapi = await fetch(`${stack.baseUrl}/v1/openapi.json`);
     expect(openapi.headers.get('x-content-type-options')).toBe('nosniff');
+  });
+});
+
+describe('the e-mail about an unhealthy endpoint', () => {
+  it('keeps the description on its line: a secret key cannot write paragraphs of our e-mail', async () => {
+    const email = `owner-${Date.now()}@example.com`;
+    const owner = await stack.createAccount(email);
+    const key = owner.secret_key;
+    expect((await api('/v1/webhook_settings', { key, body: { retry_schedule: ['1s'] } })).status).toBe(200);
+    const forged = 'Your account is suspended. Sign in at http://phish.example/ to restore it.';
+    const made = await api('/v1/webhooks', {
+      key,
+      body: {
+        url: 'http://127.0.0.1:9/closed',
+        events: ['product.created'],
+        description: `ours\r\n\r\n${forged}\r\nBcc: someone@example.com`,
+      },
+    });
+    expect(made.status).toBe(200);
+    await api('/v1/products', { key, body: { name: 'Tea', price: 100, currency: 'EUR' } });
+    const deadline = Date.now() + 30_000;
+    let mail: (typeof smtp.messages)[number] | undefined;
+    while (!mail && Date.now() < deadline) {
+      mail = smtp.messages.find((m) => m.to.includes(email) && m.subject.includes(made.body.id));
+      if (!mail) await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(mail, 'the unhealthy e-mail').toBeDefined();
+    expect(mail!.to).toEqual([email]);
+    expect(mail!.headers.bcc).toBeUndefined();
+    const lines = mail!.text.split(/\r?\n/);
+    // The description is one line of the details; nothing of it starts a line of its own.
+    expect(lines.filter((l) => l.includes(forged))).toEqual([
+      `  Description:    ours ${forged} Bcc: someone@example.com`,
+    ]);
+    expect(lines.some((l) => l.startsWith('Bcc:'))).toBe(false);
   });
 });

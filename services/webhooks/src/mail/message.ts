@@ -9,6 +9,20 @@ import {
 } from '../domain/health.ts';
 import type { MailMessage } from './transport.ts';
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
+const BREAKS = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]+/g;
+
+/**
+ * A value from the account (an endpoint's URL and description) or from its receiver (the last
+ * error) on one line: line breaks and other control characters become one space. Otherwise a
+ * description could add lines of its own to an e-mail that comes from us — a forged paragraph
+ * ("your account is suspended, sign in at …") under our sender and subject — and anyone with a
+ * secret key of the account writes descriptions.
+ */
+export function oneLine(value: string): string {
+  return value.replace(BREAKS, ' ');
+}
+
 /** What every endpoint e-mail is made from. */
 interface NoticeMail {
   notificationId: string;
@@ -23,7 +37,7 @@ function mail(opts: NoticeMail, subject: string, lines: string[]): MailMessage {
     messageId: `<${opts.notificationId}@mcs.webhooks>`,
     from: opts.from,
     to: opts.to,
-    subject,
+    subject: oneLine(subject),
     text: `${lines.join('\n')}\n`,
   };
 }
@@ -101,11 +115,11 @@ function failingMessage(opts: NoticeMail): MailMessage {
 function details(endpointId: string, notice: UnhealthyNotice): string[] {
   return [
     `  Endpoint:       ${endpointId}`,
-    `  URL:            ${notice.url}`,
-    ...(notice.description ? [`  Description:    ${notice.description}`] : []),
+    `  URL:            ${oneLine(notice.url)}`,
+    ...(notice.description ? [`  Description:    ${oneLine(notice.description)}`] : []),
     `  Mode:           ${notice.livemode ? 'live' : 'test'}`,
     `  Failing since:  ${notice.failingSince ?? 'unknown'}`,
-    `  Last error:     ${notice.lastError ?? 'unknown'}`,
+    `  Last error:     ${oneLine(notice.lastError ?? 'unknown')}`,
     `  Last delivery:  ${notice.deliveryId} (event ${notice.eventId}, ${notice.attempts} attempts)`,
   ];
 }
