@@ -1,9 +1,11 @@
 // Findings of a security review, each checked against the real stack: what a hostile party
 // (another holder of the account's keys, a hostile API or local server, any client of the
 // gateway) could do before the fix, and must not be able to do after it.
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { type AccountKeys, type SmtpServer, type Stack, startSmtpServer, startStack } from '@mcs/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cliEnv, runCli } from './cli-helpers.ts';
+import { CLI, cliEnv, runCli } from './cli-helpers.ts';
 
 let stack: Stack;
 let keys: AccountKeys;
@@ -169,5 +171,30 @@ describe('the e-mail about an unhealthy endpoint', () => {
       `  Description:    ours ${forged} Bcc: someone@example.com`,
     ]);
     expect(lines.some((l) => l.startsWith('Bcc:'))).toBe(false);
+  });
+});
+
+describe('mcs login on a terminal', () => {
+  it('does not echo the secret key as it is typed', async () => {
+    // `script` gives the CLI a pseudo-terminal, as a person's shell does; what it records is
+    // what the screen would show.
+    const env = cliEnv(stack, { MCS_BASE_URL: '' });
+    const command = `${JSON.stringify(process.execPath)} ${JSON.stringify(CLI)} login --base-url ${stack.baseUrl}`;
+    const child = spawn('script', ['-q', '-e', '-c', command, '/dev/null'], {
+      env,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let screen = '';
+    child.stdout!.on('data', (c: Buffer) => {
+      screen += c.toString();
+      if (screen.includes('API key') && !child.stdin!.writableEnded) {
+        child.stdin!.write(`${keys.secret_key}\r`);
+        child.stdin!.end();
+      }
+    });
+    const [code] = (await once(child, 'close')) as [number];
+    expect(screen).toContain('Logged in to');
+    expect(code).toBe(0);
+    expect(screen).not.toContain(keys.secret_key);
   });
 });

@@ -1,6 +1,5 @@
 // mcs login / logout: keep an API key and base URL in the per-user config file (config.ts), so
 // later commands need neither flags nor environment.
-import { createInterface } from 'node:readline/promises';
 import { createApi } from '../api.ts';
 import { CliError, str } from '../args.ts';
 import {
@@ -12,18 +11,13 @@ import {
   saveConfig,
 } from '../config.ts';
 import type { Command } from '../context.ts';
+import { askHidden } from '../prompt.ts';
 
 const masked = (key: string) => `${key.slice(0, 8)}…${key.slice(-4)}`;
 
 async function readKey(): Promise<string> {
-  if (process.stdin.isTTY) {
-    const rl = createInterface({ input: process.stdin, output: process.stderr, terminal: true });
-    try {
-      return (await rl.question('API key (sk_test_… or sk_live_…): ')).trim();
-    } finally {
-      rl.close();
-    }
-  }
+  // Not echoed: a secret key on the screen ends up in the scrollback and in screen shares.
+  if (process.stdin.isTTY) return (await askHidden('API key (sk_test_… or sk_live_…): ')).trim();
   // Piped: `printenv KEY | mcs login` keeps the key out of the shell history and `ps`.
   let text = '';
   for await (const chunk of process.stdin) text += chunk;

@@ -4,6 +4,7 @@
 import type { JsonObject } from '@mcs/rest';
 import { CliError, type Parsed, required, str, usageError } from '../args.ts';
 import type { Command, Ctx } from '../context.ts';
+import { askHidden } from '../prompt.ts';
 import type { AccountsOps } from './accounts-client.ts';
 
 const MAX_INT32 = 2_147_483_647;
@@ -14,30 +15,6 @@ async function withAccounts(ctx: Ctx, call: (ops: AccountsOps) => Promise<JsonOb
   const client = await import('./accounts-client.ts');
   ctx.out(`${JSON.stringify(await client.withAccounts(ctx.env, call))}\n`);
   return 0;
-}
-
-/** Reads one line from a terminal without echoing it. */
-async function askHidden(prompt: string): Promise<string> {
-  const stdin = process.stdin;
-  process.stderr.write(prompt);
-  stdin.setRawMode(true);
-  stdin.resume();
-  try {
-    let text = '';
-    for await (const chunk of stdin) {
-      for (const ch of (chunk as Buffer).toString('utf8')) {
-        if (ch === '\r' || ch === '\n') return text;
-        if (ch === '\u0003') throw new CliError('cancelled');
-        if (ch === '\u007f' || ch === '\b') text = [...text].slice(0, -1).join('');
-        else if (ch >= ' ') text += ch;
-      }
-    }
-    return text;
-  } finally {
-    stdin.setRawMode(false);
-    stdin.pause();
-    process.stderr.write('\n');
-  }
 }
 
 /**
