@@ -131,7 +131,14 @@ async function endpointFor(
   return { endpoint, reused: false };
 }
 
-async function* lines(body: ReadableStream<Uint8Array>): AsyncGenerator<string> {
+/**
+ * The longest line of the stream kept while waiting for its end: far above any delivery (an
+ * event's body is a few KiB, the API takes requests of 1 MiB), so only a broken or hostile
+ * server reaches it, which would otherwise have this process buffer without end.
+ */
+export const MAX_LINE = 16 * 1024 * 1024;
+
+export async function* lines(body: ReadableStream<Uint8Array>, max = MAX_LINE): AsyncGenerator<string> {
   let buffered = '';
   for await (const chunk of body.pipeThrough(new TextDecoderStream())) {
     buffered += chunk;
@@ -140,6 +147,9 @@ async function* lines(body: ReadableStream<Uint8Array>): AsyncGenerator<string> 
       yield buffered.slice(0, nl);
       buffered = buffered.slice(nl + 1);
       nl = buffered.indexOf('\n');
+    }
+    if (buffered.length > max) {
+      throw new Error(`the stream sent a line longer than ${Math.round(max / 1024 / 1024)} MiB`);
     }
   }
 }
