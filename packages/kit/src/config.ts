@@ -98,6 +98,29 @@ export const duration = z.string().transform((s, ctx) => {
   }
 });
 
+/**
+ * A service's `<NAME>_URL`: the service binds the port it names and the gateway calls it there,
+ * so the port must be written out (without one the service would bind a random port while the
+ * gateway called 80 or 443).
+ */
+const serviceUrlVar = z
+  .string()
+  .superRefine((u, ctx) => {
+    let url: URL;
+    try {
+      url = new URL(u);
+    } catch {
+      ctx.addIssue({ code: 'custom', message: 'Invalid URL' });
+      return;
+    }
+    if (!/^https?:$/.test(url.protocol)) {
+      ctx.addIssue({ code: 'custom', message: 'must be an http:// or https:// URL' });
+    } else if (url.port === '') {
+      ctx.addIssue({ code: 'custom', message: 'must name its port, e.g. http://accounts:8081' });
+    }
+  })
+  .optional();
+
 export const baseEnvSchema = z.object({
   HOST: z.string().min(1).default('127.0.0.1'),
   PORT: port.default(8080),
@@ -126,10 +149,10 @@ export const baseEnvSchema = z.object({
   WEBHOOK_ACK_WAIT: duration.optional(),
   /** Services: also serve GET /metrics alone on this port (deploy/ admits Prometheus to it only). */
   SERVICE_METRICS_PORT: port.optional(),
-  ACCOUNTS_URL: z.string().url().optional(),
-  COMMERCE_URL: z.string().url().optional(),
-  MESSAGING_URL: z.string().url().optional(),
-  WEBHOOKS_URL: z.string().url().optional(),
+  ACCOUNTS_URL: serviceUrlVar,
+  COMMERCE_URL: serviceUrlVar,
+  MESSAGING_URL: serviceUrlVar,
+  WEBHOOKS_URL: serviceUrlVar,
 });
 export type BaseEnv = z.infer<typeof baseEnvSchema>;
 

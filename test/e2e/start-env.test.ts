@@ -1,0 +1,44 @@
+// `pnpm start` with a bad value in its environment refuses before it starts anything: one line
+// naming the variable, exit 78 (docs/operations.md), never a part that starts and then dies, a
+// stack trace, or a stack that comes up half-configured. PostgreSQL and NATS point at port 1:
+// a check that let the value through would show as a part failing to reach them (exit 1).
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+const REPO_ROOT = join(import.meta.dirname, '..', '..');
+
+async function start(env: Record<string, string>): Promise<{ code: number | null; out: string }> {
+  const child = spawn(process.execPath, ['scripts/start.ts'], {
+    cwd: REPO_ROOT,
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '/root',
+      PORT: '18180',
+      DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none',
+      NATS_URL: 'nats://127.0.0.1:1',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout!.on('data', (c: Buffer) => (out += c));
+  child.stderr!.on('data', (c: Buffer) => (out += c));
+  const code = await new Promise<number | null>((r) => child.once('exit', r));
+  return { code, out };
+}
+
+/** Refused as a bad value of `name`: exit 78, one line naming it, nothing started. */
+async function expectRefused(name: string, env: Record<string, string>): Promise<void> {
+  const { code, out } = await start(env);
+  expect(code, out).toBe(78);
+  expect(out, name).toMatch(new RegExp(`^invalid environment:\\n  ${name}: .+\\n$`));
+}
+
+describe('pnpm start refuses at once', () => {
+  it('a service URL without a port (the service would bind a random one, the gateway call 80)', async () => {
+    await expectRefused('ACCOUNTS_URL', { ACCOUNTS_URL: 'http://127.0.0.1' });
+    await expectRefused('ACCOUNTS_URL', { ACCOUNTS_URL: 'garbage' });
+    await expectRefused('WEBHOOKS_URL', { WEBHOOKS_URL: 'ftp://127.0.0.1:8084' });
+  }, 30_000);
+});
