@@ -41,4 +41,10 @@ describe('pnpm start refuses at once', () => {
     await expectRefused('ACCOUNTS_URL', { ACCOUNTS_URL: 'garbage' });
     await expectRefused('WEBHOOKS_URL', { WEBHOOKS_URL: 'ftp://127.0.0.1:8084' });
   }, 30_000);
+
+  it('a PORT whose derived ports (PORT+1 … PORT+5) pass 65535, rather than throw an invalid URL', async () => {
+    await expectRefused('PORT', { PORT: '65534' });
+    const { out } = await start({ PORT: '65534' });
+    expect(out).not.toMatch(/TypeError|Invalid URL|\n\s+at /);
+  }, 30_000);
 });

@@ -165,10 +165,35 @@ export function parseEnv<S extends z.ZodType>(
   source: NodeJS.ProcessEnv = process.env,
 ): z.infer<S> {
   const result = schema.safeParse(source);
-  if (result.success) return result.data;
-  const lines = result.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
+  const issues = result.success ? derivedPortIssues(source) : result.error.issues;
+  if (result.success && issues.length === 0) return result.data;
+  const lines = issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
   process.stderr.write(`invalid environment:\n${lines.join('\n')}\n`);
   process.exit(78); // EX_CONFIG
+}
+
+/**
+ * The ports derived from PORT (a service without its `<NAME>_URL`: PORT+1 … PORT+4; the
+ * gateway's metrics without METRICS_PORT: PORT+5) must be ports too: one past 65535 is a bad
+ * PORT, said as such, not an invalid URL thrown later.
+ */
+function derivedPortIssues(source: NodeJS.ProcessEnv): { path: string[]; message: string }[] {
+  const base = Number(source.PORT || 8080);
+  if (!Number.isInteger(base)) return [];
+  const derived = [
+    ...SERVICES.filter((name) => !source[`${name.toUpperCase()}_URL`]).map(
+      (name) => base + PORT_OFFSET[name],
+    ),
+    ...(source.METRICS_PORT ? [] : [base + 5]),
+  ];
+  const highest = Math.max(...derived);
+  if (highest <= 65535) return [];
+  return [
+    {
+      path: ['PORT'],
+      message: `${base} leaves no room for the ports derived from it (the services' PORT+1 … PORT+4, the gateway's metrics PORT+5: ${highest} is past 65535); use a lower PORT, or set every *_URL and METRICS_PORT`,
+    },
+  ];
 }
 
 /** Where each service listens: `<NAME>_URL` if set, else http://127.0.0.1:(PORT + offset). */
