@@ -36,7 +36,7 @@ import {
   servicePort,
   serviceUrl,
 } from '../packages/kit/src/config.ts';
-import { webhooksEnvSchema } from '../services/webhooks/src/env.ts';
+import { parseWebhooksEnv } from '../services/webhooks/src/env.ts';
 import { watchLauncher } from './lib/launcher.ts';
 import { findNatsServer, startNats } from './lib/nats.ts';
 import { startEmbeddedPostgres } from './lib/postgres.ts';
@@ -62,7 +62,7 @@ const READY_TIMEOUT_MS = 60_000;
 // Every part's environment, checked before any part starts: a bad value is one line naming it
 // (exit 78), not a part dying with a stack trace or a stack that never gets ready.
 parseEnv(gatewayEnvSchema);
-parseEnv(webhooksEnvSchema);
+parseWebhooksEnv();
 const { HOST, PORT } = parseEnv(baseEnvSchema.pick({ HOST: true, PORT: true }));
 /** MCS_ONE_PROCESS, read as every part reads a flag; a bad value is reported by main(). */
 const ONE_PROCESS = booleanFlag.safeParse(process.env.MCS_ONE_PROCESS);

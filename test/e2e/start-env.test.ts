@@ -47,4 +47,11 @@ describe('pnpm start refuses at once', () => {
     const { out } = await start({ PORT: '65534' });
     expect(out).not.toMatch(/TypeError|Invalid URL|\n\s+at /);
   }, 30_000);
+
+  it('a WEBHOOK_SECRETS_KEY that is not 32 bytes, or none with NODE_ENV=production', async () => {
+    // deploy/base/secrets.env's placeholder, which it says the webhooks service refuses.
+    await expectRefused('WEBHOOK_SECRETS_KEY', { WEBHOOK_SECRETS_KEY: 'CHANGE_ME' });
+    await expectRefused('WEBHOOK_SECRETS_KEY', { WEBHOOK_SECRETS_KEY: 'ab'.repeat(31) });
+    await expectRefused('WEBHOOK_SECRETS_KEY', { NODE_ENV: 'production' });
+  }, 30_000);
 });

@@ -8,6 +8,7 @@ import {
   serviceSocket,
 } from '@mcs/kit/config';
 import { z } from 'zod';
+import { parseKey } from './domain/secrets.ts';
 
 export const webhooksEnvSchema = baseEnvSchema.extend({
   WEBHOOK_TIMEOUT: duration.default(10_000),
@@ -42,8 +43,15 @@ export const webhooksEnvSchema = baseEnvSchema.extend({
   WEBHOOK_WARN_AFTER: duration.default(3_600_000),
   WEBHOOK_ALLOW_HTTP: booleanFlag,
   WEBHOOK_ALLOW_PRIVATE_NETWORKS: booleanFlag,
-  /** 32 bytes, base64 or hex: seals endpoint signing secrets at rest. */
-  WEBHOOK_SECRETS_KEY: z.string().optional(),
+  /**
+   * 32 bytes, base64 or hex: seals endpoint signing secrets at rest. Checked here, with the
+   * others, so that a bad key stops `pnpm start` before any part starts (and a part before it
+   * connects to anything), rather than the webhooks service once the others are up.
+   */
+  WEBHOOK_SECRETS_KEY: z
+    .string()
+    .optional()
+    .refine((v) => !v || isSecretsKey(v), 'must be 32 bytes, base64 or hex (e.g. `openssl rand -base64 32`)'),
   SMTP_URL: z.string().url().optional(),
   MAIL_FROM: z.string().default('notifications@localhost'),
   /** Where mail goes without SMTP_URL. */
@@ -81,8 +89,30 @@ export const webhooksEnvSchema = baseEnvSchema.extend({
   WEBHOOK_NICE: z.coerce.number().int().min(0).max(19).default(10),
 });
 
-export function loadEnv(source: NodeJS.ProcessEnv = process.env) {
+/** A key loadSecretsKey would take: 64 hex digits, or base64 (or base64url) of 32 bytes. */
+function isSecretsKey(text: string): boolean {
+  const t = text.trim();
+  return /^[0-9a-f]{64}$/i.test(t) || (/^[A-Za-z0-9+/_-]+={0,2}$/.test(t) && parseKey(t).length === 32);
+}
+
+/**
+ * The webhooks service's environment, as parseEnv checks it, plus the one rule between
+ * variables: with NODE_ENV=production, WEBHOOK_SECRETS_KEY is required (each replica would
+ * otherwise seal with a key of its own). Also run by `pnpm start` before it starts anything.
+ */
+export function parseWebhooksEnv(source: NodeJS.ProcessEnv = process.env) {
   const env = parseEnv(webhooksEnvSchema, source);
+  if (!env.WEBHOOK_SECRETS_KEY && source.NODE_ENV === 'production') {
+    process.stderr.write(
+      'invalid environment:\n  WEBHOOK_SECRETS_KEY: required when NODE_ENV=production (32 bytes, base64 or hex)\n',
+    );
+    process.exit(78); // EX_CONFIG, as parseEnv
+  }
+  return env;
+}
+
+export function loadEnv(source: NodeJS.ProcessEnv = process.env) {
+  const env = parseWebhooksEnv(source);
   return { ...env, port: servicePort('webhooks', source), socketPath: serviceSocket('webhooks', source) };
 }
 export type Env = ReturnType<typeof loadEnv>;

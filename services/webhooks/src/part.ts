@@ -3,7 +3,7 @@
 // Started by main.ts in a process of its own, always: with MCS_ONE_PROCESS too (scripts/one-process.ts says why).
 import { createHmac } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import { serviceUrl } from '@mcs/kit/config';
+import { PartStartError, serviceUrl } from '@mcs/kit/config';
 import { createDatabase } from '@mcs/kit/db';
 import { databaseDependency, natsDependency } from '@mcs/kit/health';
 import { createKeyStore, idempotencyKeys, startKeyJanitor } from '@mcs/kit/idempotency';
@@ -31,7 +31,7 @@ export async function startWebhooks(env: Env, log: Logger): Promise<StartedPart>
   const keyFile = fileURLToPath(new URL('../../../.data/webhook-secrets.key', import.meta.url));
   if (!env.WEBHOOK_SECRETS_KEY && process.env.NODE_ENV === 'production') {
     // Each replica would seal with a key of its own, and no replica could open another's secrets.
-    throw new Error('WEBHOOK_SECRETS_KEY is required in production (32 bytes, base64 or hex)');
+    throw new PartStartError('WEBHOOK_SECRETS_KEY is required in production (32 bytes, base64 or hex)');
   }
   const { key, generated } = loadSecretsKey(env.WEBHOOK_SECRETS_KEY, keyFile);
   if (generated)
