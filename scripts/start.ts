@@ -64,6 +64,14 @@ const READY_TIMEOUT_MS = 60_000;
 parseEnv(gatewayEnvSchema);
 parseWebhooksEnv();
 const { HOST, PORT } = parseEnv(baseEnvSchema.pick({ HOST: true, PORT: true }));
+// SERVICE_METRICS_PORT is one port for every service: right for a service in a pod of its own
+// (deploy/), but here the services share one machine and the second to start would die on it.
+if (process.env.SERVICE_METRICS_PORT) {
+  process.stderr.write(
+    'invalid environment:\n  SERVICE_METRICS_PORT: not with `pnpm start`, whose services share one machine and cannot all bind one port (it is for a service alone in its pod, as in deploy/); leave it unset: each service serves /metrics on its own port\n',
+  );
+  process.exit(78); // EX_CONFIG, as parseEnv
+}
 /** MCS_ONE_PROCESS, read as every part reads a flag; a bad value is reported by main(). */
 const ONE_PROCESS = booleanFlag.safeParse(process.env.MCS_ONE_PROCESS);
 // The webhooks service drains its delivery attempts (each at most WEBHOOK_TIMEOUT) on SIGTERM:

@@ -54,4 +54,9 @@ describe('pnpm start refuses at once', () => {
     await expectRefused('WEBHOOK_SECRETS_KEY', { WEBHOOK_SECRETS_KEY: 'ab'.repeat(31) });
     await expectRefused('WEBHOOK_SECRETS_KEY', { NODE_ENV: 'production' });
   }, 30_000);
+
+  it('SERVICE_METRICS_PORT, which the services it starts side by side cannot all bind', async () => {
+    await expectRefused('SERVICE_METRICS_PORT', { SERVICE_METRICS_PORT: '18189' });
+    await expectRefused('SERVICE_METRICS_PORT', { SERVICE_METRICS_PORT: '18189', MCS_ONE_PROCESS: 'true' });
+  }, 30_000);
 });
