@@ -59,4 +59,9 @@ describe('pnpm start refuses at once', () => {
     await expectRefused('SERVICE_METRICS_PORT', { SERVICE_METRICS_PORT: '18189' });
     await expectRefused('SERVICE_METRICS_PORT', { SERVICE_METRICS_PORT: '18189', MCS_ONE_PROCESS: 'true' });
   }, 30_000);
+
+  it('a HOST or SERVICE_HOST that is no address, rather than start the services and then fail', async () => {
+    await expectRefused('HOST', { HOST: 'not a host' });
+    await expectRefused('SERVICE_HOST', { SERVICE_HOST: 'http://0.0.0.0' });
+  }, 30_000);
 });

@@ -121,8 +121,18 @@ const serviceUrlVar = z
   })
   .optional();
 
+/** An address to bind: an IPv4 or IPv6 address or a host name, nothing else (no URL, no spaces). */
+const bindHost = z
+  .string()
+  .regex(
+    /^(?:[A-Za-z0-9._-]+|\[?[0-9A-Fa-f:.]+(?:%[A-Za-z0-9_.-]+)?\]?)$/,
+    'must be an IP address or a host name',
+  );
+
 export const baseEnvSchema = z.object({
-  HOST: z.string().min(1).default('127.0.0.1'),
+  HOST: bindHost.default('127.0.0.1'),
+  /** Where the services bind (kit/server); read there, listed here so a bad value stops every part. */
+  SERVICE_HOST: bindHost.optional(),
   PORT: port.default(8080),
   DATABASE_URL: z.string().url().default(DEFAULT_DATABASE_URL),
   NATS_URL: z.string().min(1).default(DEFAULT_NATS_URL),
