@@ -64,4 +64,8 @@ describe('pnpm start refuses at once', () => {
     await expectRefused('HOST', { HOST: 'not a host' });
     await expectRefused('SERVICE_HOST', { SERVICE_HOST: 'http://0.0.0.0' });
   }, 30_000);
+
+  it('a LOG_FORMAT other than json, rather than ignore it', async () => {
+    await expectRefused('LOG_FORMAT', { LOG_FORMAT: 'JSON' });
+  }, 30_000);
 });

@@ -142,6 +142,8 @@ export const baseEnvSchema = z.object({
     .regex(/^[a-z][a-z0-9_]*$/, 'lower-case letters, digits and _')
     .default('mcs'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** `json` keeps JSON lines on a terminal too (kit/log, scripts/lib/proc); read there. */
+  LOG_FORMAT: z.enum(['json', '']).optional(),
   /**
    * Services that publish events: under load (250 events/s or more) how long the outbox relay
    * holds events to publish them together (kit/linger.ts); `0ms` publishes each at once.
