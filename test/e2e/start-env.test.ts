@@ -68,4 +68,15 @@ describe('pnpm start refuses at once', () => {
   it('a LOG_FORMAT other than json, rather than ignore it', async () => {
     await expectRefused('LOG_FORMAT', { LOG_FORMAT: 'JSON' });
   }, 30_000);
+
+  it('a zero time-out, ack wait, mail poll or probe interval (no time-out, a busy loop)', async () => {
+    for (const name of [
+      'WEBHOOK_TIMEOUT',
+      'WEBHOOK_ACK_WAIT',
+      'MAIL_POLL_INTERVAL',
+      'WEBHOOK_PROBE_INTERVAL',
+    ]) {
+      await expectRefused(name, { [name]: '0ms' });
+    }
+  }, 60_000);
 });

@@ -129,6 +129,9 @@ const bindHost = z
     'must be an IP address or a host name',
   );
 
+/** A duration that must be more than zero (a time-out, a poll or ack interval, a back-off base). */
+export const positiveDuration = duration.refine((ms) => ms > 0, 'must be more than 0');
+
 export const baseEnvSchema = z.object({
   HOST: bindHost.default('127.0.0.1'),
   /** Where the services bind (kit/server); read there, listed here so a bad value stops every part. */
@@ -158,7 +161,7 @@ export const baseEnvSchema = z.object({
   // stops every part, and `pnpm start` before it starts any, with one line naming it.
   DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(1000).optional(),
   NATS_STREAM_REPLICAS: z.coerce.number().int().min(1).max(5).optional(),
-  WEBHOOK_ACK_WAIT: duration.optional(),
+  WEBHOOK_ACK_WAIT: positiveDuration.optional(),
   /** Services: also serve GET /metrics alone on this port (deploy/ admits Prometheus to it only). */
   SERVICE_METRICS_PORT: port.optional(),
   ACCOUNTS_URL: serviceUrlVar,

@@ -4,6 +4,7 @@ import {
   duration,
   parseDuration,
   parseEnv,
+  positiveDuration,
   servicePort,
   serviceSocket,
 } from '@mcs/kit/config';
@@ -11,7 +12,7 @@ import { z } from 'zod';
 import { parseKey } from './domain/secrets.ts';
 
 export const webhooksEnvSchema = baseEnvSchema.extend({
-  WEBHOOK_TIMEOUT: duration.default(10_000),
+  WEBHOOK_TIMEOUT: positiveDuration.default(10_000),
   /**
    * Added to WEBHOOK_TIMEOUT to make a delivery's lease: how long an attempt holds it, and so how
    * long a delivery whose process died waits before another takes it (delivery/engine.ts).
@@ -57,7 +58,7 @@ export const webhooksEnvSchema = baseEnvSchema.extend({
   /** Where mail goes without SMTP_URL. */
   MAIL_DIR: z.string().default('.data/mail'),
   /** How often the mailer looks for unsent notifications besides being woken. */
-  MAIL_POLL_INTERVAL: duration.default(5_000),
+  MAIL_POLL_INTERVAL: positiveDuration.default(5_000),
   /** Sends in flight at once, overall and per endpoint. */
   WEBHOOK_CONCURRENCY: z.coerce.number().int().min(1).default(256),
   WEBHOOK_ENDPOINT_CONCURRENCY: z.coerce.number().int().min(1).default(8),
@@ -67,7 +68,7 @@ export const webhooksEnvSchema = baseEnvSchema.extend({
    * auto_recover: the first probe of an unhealthy endpoint waits this long, each next one twice
    * as long as the one before, up to 24 h (delivery/prober.ts).
    */
-  WEBHOOK_PROBE_INTERVAL: duration.default(5 * 60_000),
+  WEBHOOK_PROBE_INTERVAL: positiveDuration.default(5 * 60_000),
   /**
    * per_resource: how long a delivery of a resource's version v waits for the event of version
    * v − 1 when that one has not arrived (a failed publish retried by the outbox poll, replicas
