@@ -24,6 +24,7 @@
 // second. A part that keeps crashing — 5 restarts in a row that exit before they are ready, or
 // 10 crashes within a minute — stops the whole stack with a message naming it (exit 1). During
 // start-up, a part that exits is fatal at once (a bad configuration should not be retried).
+import { accessSync, constants, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { gatewayEnvSchema } from '../gateway/src/env.ts';
 import {
@@ -71,6 +72,19 @@ if (process.env.SERVICE_METRICS_PORT) {
     'invalid environment:\n  SERVICE_METRICS_PORT: not with `pnpm start`, whose services share one machine and cannot all bind one port (it is for a service alone in its pod, as in deploy/); leave it unset: each service serves /metrics on its own port\n',
   );
   process.exit(78); // EX_CONFIG, as parseEnv
+}
+// SERVICE_SOCKET_DIR: every service makes it (mode 0700) and listens in it; one that cannot be
+// made is said here, once, rather than as the first service's stack trace once the stores are up.
+if (process.env.SERVICE_SOCKET_DIR) {
+  try {
+    mkdirSync(process.env.SERVICE_SOCKET_DIR, { recursive: true, mode: 0o700 });
+    accessSync(process.env.SERVICE_SOCKET_DIR, constants.W_OK);
+  } catch (err) {
+    process.stderr.write(
+      `invalid environment:\n  SERVICE_SOCKET_DIR: cannot use it as a directory for the services' sockets (${(err as Error).message})\n`,
+    );
+    process.exit(78); // EX_CONFIG, as parseEnv
+  }
 }
 /** MCS_ONE_PROCESS, read as every part reads a flag; a bad value is reported by main(). */
 const ONE_PROCESS = booleanFlag.safeParse(process.env.MCS_ONE_PROCESS);

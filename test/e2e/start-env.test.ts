@@ -79,4 +79,8 @@ describe('pnpm start refuses at once', () => {
       await expectRefused(name, { [name]: '0ms' });
     }
   }, 60_000);
+
+  it('a SERVICE_SOCKET_DIR that cannot be made, rather than a stack trace from the first service', async () => {
+    await expectRefused('SERVICE_SOCKET_DIR', { SERVICE_SOCKET_DIR: '/etc/passwd/run' });
+  }, 30_000);
 });
