@@ -165,6 +165,17 @@ function publishableRefused(route: string) {
 }
 
 /**
+ * Whether a request target's path holds a `.` or `..` segment, plain or percent-encoded (which URL
+ * parsing would resolve away). A target without a `.` or `%` (nearly all) is one check.
+ */
+export function hasDotSegment(target: string): boolean {
+  const end = target.indexOf('?');
+  const path = end === -1 ? target : target.slice(0, end);
+  if (!path.includes('.') && !path.includes('%')) return false;
+  return /(?:^|\/)(?:\.|%2e){1,2}(?:\/|$)/i.test(path);
+}
+
+/**
  * The path as routes name it: `/v1//products` and `/v1/products/` are `/v1/products` (the
  * router skips empty segments), so a list's `url` and an idempotency key's fingerprint are the
  * same for all three.
@@ -327,6 +338,13 @@ export function createHandler(deps: GatewayDeps) {
       // rather than naming a host; absolute-form (from a proxy) as it is.
       const target = req.url ?? '/';
       const url = new URL(target.charCodeAt(0) === 47 ? `http://gateway${target}` : target, 'http://gateway');
+      // URL parsing resolves dot segments (`/v1/../dashboard`, `/v1/%2e%2e/dashboard`): a path a
+      // proxy in front matched by its prefix would reach another part. Such a path names no
+      // route of ours as written, so it is not served as the one it resolves to.
+      if (hasDotSegment(target)) {
+        path = url.pathname;
+        throw fail('route_not_found', { message: 'No route for a path with "." or ".." segments.' });
+      }
       path = canonicalPath(url.pathname);
       if (deps.dashboard && (path === '/dashboard' || path.startsWith('/dashboard/'))) {
         routeLabel = 'dashboard';

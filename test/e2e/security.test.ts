@@ -3,6 +3,7 @@
 // gateway) could do before the fix, and must not be able to do after it.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import http from 'node:http';
 import { type AccountKeys, type SmtpServer, type Stack, startSmtpServer, startStack } from '@mcs/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI, cliEnv, runCli } from './cli-helpers.ts';
@@ -196,5 +197,52 @@ describe('mcs login on a terminal', () => {
     expect(screen).toContain('Logged in to');
     expect(code).toBe(0);
     expect(screen).not.toContain(keys.secret_key);
+  });
+});
+
+describe('a path with "." or ".." segments', () => {
+  /** GET `path` exactly as written (fetch would resolve the dot segments before sending). */
+  function raw(path: string): Promise<{ status: number; body: any }> {
+    const base = new URL(stack.baseUrl);
+    return new Promise((resolve, reject) => {
+      const req = http.request(
+        {
+          host: base.hostname,
+          port: base.port,
+          path,
+          headers: { authorization: `Bearer ${keys.secret_key}` },
+        },
+        (res) => {
+          let text = '';
+          res.on('data', (c: Buffer) => (text += c));
+          res.on('end', () => {
+            let body: any = text;
+            try {
+              body = JSON.parse(text);
+            } catch {} // a page, not the API's JSON
+            resolve({ status: res.statusCode ?? 0, body });
+          });
+        },
+      );
+      req.on('error', reject);
+      req.end();
+    });
+  }
+
+  it('is not served as the path it resolves to: a proxy matching prefixes would be bypassed', async () => {
+    for (const path of [
+      '/v1/%2e%2e/dashboard/login',
+      '/v1/../dashboard/login',
+      '/v1/./products',
+      '/v1/%2E/products',
+      '/v1/products/%2e%2E',
+    ]) {
+      const r = await raw(path);
+      expect(r.status, path).toBe(404);
+      expect(r.body.error, path).toMatchObject({ type: 'not_found_error', code: 'route_not_found' });
+    }
+    // A dot inside a segment is no dot segment.
+    expect((await raw('/v1/openapi.json')).status).toBe(200);
+    expect((await raw('/v1/products?starting_after=..')).status).not.toBe(404);
   });
 });
