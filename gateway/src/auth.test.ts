@@ -7,7 +7,7 @@ import { type Client, Code, ConnectError } from '@connectrpc/connect';
 import { accounts } from '@mcs/proto';
 import { apiErrorOf } from '@mcs/testkit';
 import { describe, expect, it } from 'vitest';
-import { createAuthenticator } from './auth.ts';
+import { createAuthenticator, UNKNOWN_KEYS_BURST, UNKNOWN_KEYS_PER_S } from './auth.ts';
 
 const HEADER = `Bearer sk_test_${'a'.repeat(24)}`;
 const TTL = 1_000;
@@ -126,5 +126,61 @@ describe('createAuthenticator', () => {
     state.answer = 'revoked';
     expect((await apiErrorOf(auth.authenticate(HEADER))).code).toBe('api_key_invalid');
     expect(state.calls).toBe(2);
+  });
+
+  it('refuses, per address, keys not in the cache once too many unknown ones came from it', async () => {
+    const { auth, state, clock } = setUp();
+    state.answer = 'revoked';
+    const key = (i: number) => `Bearer sk_test_${String(i).padStart(24, 'x')}`;
+    for (let i = 0; i < UNKNOWN_KEYS_BURST; i++) {
+      expect((await apiErrorOf(auth.authenticate(key(i), '203.0.113.7'))).code).toBe('api_key_invalid');
+    }
+    expect(state.calls).toBe(UNKNOWN_KEYS_BURST);
+    // The bucket is empty: refused without a call, and told when to come back.
+    const refused = await auth.authenticate(key(999), '203.0.113.7').catch((e: ConnectError) => e);
+    expect((await apiErrorOf(Promise.reject(refused))).code).toBe('rate_limited');
+    expect((refused as ConnectError).metadata.get('retry-after')).toBe('1');
+    expect(state.calls).toBe(UNKNOWN_KEYS_BURST);
+    // A valid key not in the cache is refused too from there; from another address it is checked.
+    state.answer = 'ok';
+    expect((await apiErrorOf(auth.authenticate(HEADER, '203.0.113.7'))).code).toBe('rate_limited');
+    expect((await auth.authenticate(HEADER, '198.51.100.1')).accountId).toBe('acct_1');
+    // Once cached, it passes from the throttled address as well.
+    expect((await auth.authenticate(HEADER, '203.0.113.7')).accountId).toBe('acct_1');
+    // A second later, UNKNOWN_KEYS_PER_S more are checked.
+    clock.now += 1_000;
+    state.answer = 'revoked';
+    const calls = state.calls;
+    for (let i = 0; i < UNKNOWN_KEYS_PER_S; i++)
+      await auth.authenticate(key(2000 + i), '203.0.113.7').catch(() => {});
+    expect(state.calls).toBe(calls + UNKNOWN_KEYS_PER_S);
+    expect((await apiErrorOf(auth.authenticate(key(3000), '203.0.113.7'))).code).toBe('rate_limited');
+  });
+
+  it('never holds back real keys, however many new ones come at once, nor counts accounts being down', async () => {
+    const { auth, state } = setUp();
+    const key = (i: number) => `Bearer sk_test_${String(i).padStart(24, 'y')}`;
+    const all = await Promise.all(
+      Array.from({ length: UNKNOWN_KEYS_BURST * 3 }, (_, i) => auth.authenticate(key(i), '192.0.2.1')),
+    );
+    expect(all.every((p) => p.accountId === 'acct_1')).toBe(true);
+    state.answer = 'down';
+    for (let i = 0; i < UNKNOWN_KEYS_BURST * 2; i++) {
+      await auth.authenticate(key(10_000 + i), '192.0.2.1').catch(() => {});
+    }
+    state.answer = 'ok';
+    expect((await auth.authenticate(key(99_999), '192.0.2.1')).accountId).toBe('acct_1');
+  });
+
+  it('lets no burst of unknown keys at once spend more checks than the bucket holds', async () => {
+    const { auth, state } = setUp();
+    state.answer = 'revoked';
+    const key = (i: number) => `Bearer sk_test_${String(i).padStart(24, 'z')}`;
+    const codes = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => apiErrorOf(auth.authenticate(key(i), '203.0.113.9'))),
+    );
+    expect(state.calls).toBe(UNKNOWN_KEYS_BURST);
+    expect(codes.filter((c) => c.code === 'api_key_invalid')).toHaveLength(UNKNOWN_KEYS_BURST);
+    expect(codes.filter((c) => c.code === 'rate_limited')).toHaveLength(200 - UNKNOWN_KEYS_BURST);
   });
 });

@@ -16,7 +16,11 @@ export interface Principal {
 const KEY_SHAPE = /^(sk|pk)_(test|live)_[0-9A-Za-z]{16,128}$/;
 
 export interface Authenticator {
-  authenticate(header: string | undefined): Promise<Principal>;
+  /**
+   * `from`: the client's address; a key not in the cache is checked with accounts only while
+   * that address has not sent too many unknown keys (UNKNOWN_KEYS_PER_S).
+   */
+  authenticate(header: string | undefined, from?: string): Promise<Principal>;
   /** Forget a key at once (revocations). */
   forget(keyId: string): void;
 }
@@ -28,6 +32,31 @@ export interface Authenticator {
  * renewal that fails leaves the entry to expire as before.
  */
 const REFRESH_AHEAD = 0.2;
+
+/**
+ * Unknown keys per client address and second, beyond a burst: every well-formed key the cache
+ * does not hold costs a call to accounts and a query, so a client sending random keys (a key
+ * scanner, a misconfigured job) at a few hundred a second slowed every account's requests. Each
+ * key that turns out unknown takes a token of its address's bucket; while the bucket is empty, a
+ * key not in the cache is refused with 429 without a call (keys in the cache still pass). Checks
+ * run at once only as many at a time as the bucket has tokens, the others wait their turn, so
+ * no burst of requests can spend more than the bucket holds; real keys take nothing, so a burst of
+ * new, valid keys (a gateway just started) waits a moment at most, and is never refused.
+ * Behind a proxy, TRUSTED_PROXIES tells the clients apart (client-address.ts).
+ */
+export const UNKNOWN_KEYS_PER_S = 10;
+export const UNKNOWN_KEYS_BURST = 50;
+interface Bucket {
+  tokens: number;
+  at: number;
+  /** Checks of this address's keys with accounts under way. */
+  checking: number;
+  /** Requests waiting for one of those to end. */
+  waiting: Array<() => void>;
+}
+
+/** Addresses tracked at most (a spoofed flood cannot grow the map without bound). */
+const MAX_ADDRESSES = 100_000;
 
 export function createAuthenticator(
   client: Client<typeof accounts.AccountService>,
@@ -43,6 +72,50 @@ export function createAuthenticator(
   const verifying = new Map<string, Promise<Principal>>();
   /** Counts revocations: a verification that began before one is not cached (it may be stale). */
   let revocations = 0;
+  /** Token buckets of the addresses whose keys were checked lately (UNKNOWN_KEYS_PER_S). */
+  const buckets = new Map<string, Bucket>();
+
+  /** `from`'s bucket, refilled for the time since it was last looked at. */
+  function bucketOf(from: string): Bucket {
+    const now = clock();
+    let b = buckets.get(from);
+    if (!b) {
+      if (buckets.size >= MAX_ADDRESSES) buckets.clear();
+      b = { tokens: UNKNOWN_KEYS_BURST, at: now, checking: 0, waiting: [] };
+      buckets.set(from, b);
+    }
+    b.tokens = Math.min(UNKNOWN_KEYS_BURST, b.tokens + ((now - b.at) / 1000) * UNKNOWN_KEYS_PER_S);
+    b.at = now;
+    return b;
+  }
+
+  /** A turn to check a key from `from` with accounts, or 429 while its bucket is empty. */
+  async function turn(from: string): Promise<Bucket> {
+    for (;;) {
+      const b = bucketOf(from);
+      if (b.tokens < 1) {
+        b.waiting.shift()?.(); // the next in line finds the same, and answers the same
+        const seconds = Math.max(1, Math.ceil((1 - b.tokens) / UNKNOWN_KEYS_PER_S));
+        const err = apiError('rate_limited', {
+          message: `Too many unknown API keys from this address; retry after ${seconds} s.`,
+        });
+        err.metadata.set('retry-after', String(seconds));
+        throw err;
+      }
+      if (b.checking < Math.floor(b.tokens)) {
+        b.checking++;
+        return b;
+      }
+      await new Promise<void>((resolve) => b.waiting.push(resolve));
+    }
+  }
+
+  /** A check is over; an unknown key takes its token. */
+  function done(b: Bucket, unknown: boolean): void {
+    b.checking--;
+    if (unknown) b.tokens = Math.max(-UNKNOWN_KEYS_BURST, b.tokens - 1);
+    b.waiting.shift()?.();
+  }
 
   async function verify(hash: string, key: string): Promise<Principal> {
     const since = revocations;
@@ -81,7 +154,7 @@ export function createAuthenticator(
   }
 
   return {
-    async authenticate(header) {
+    async authenticate(header, from) {
       if (!header) throw apiError('api_key_missing');
       const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
       if (!m) {
@@ -99,7 +172,17 @@ export function createAuthenticator(
           verifyOnce(hash, key).catch(() => {}); // the entry serves until it expires
         return hit.principal;
       }
-      return verifyOnce(hash, key);
+      if (from === undefined) return verifyOnce(hash, key);
+      const b = await turn(from);
+      try {
+        const principal = await verifyOnce(hash, key);
+        done(b, false);
+        return principal;
+      } catch (err) {
+        // An unknown key takes a token; accounts being down is not the client's doing.
+        done(b, err instanceof ConnectError && err.code === Code.Unauthenticated);
+        throw err;
+      }
     },
     forget(keyId) {
       revocations++;

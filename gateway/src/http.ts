@@ -49,6 +49,8 @@ export interface GatewayDeps {
   dashboard?: (req: IncomingMessage, res: ServerResponse, path: string) => Promise<void>;
   /** `mcs listen`: the stream of a listen endpoint and its acks (listen.ts). */
   listen?: Listen;
+  /** The client's address (TRUSTED_PROXIES): unknown keys are throttled per address (auth.ts). */
+  clientAddress?: (req: IncomingMessage) => string;
   /** Fault injection for crash tests: `gateway.after_call` dies after a write's answer came back. */
   failpoint?: string | undefined;
 }
@@ -313,7 +315,10 @@ export function createHandler(deps: GatewayDeps) {
    * sent again.
    */
   async function admit(req: IncomingMessage, limited = true) {
-    const principal = await deps.auth.authenticate(req.headers.authorization);
+    const principal = await deps.auth.authenticate(
+      req.headers.authorization,
+      deps.clientAddress ? deps.clientAddress(req) : (req.socket.remoteAddress ?? 'unknown'),
+    );
     if (!limited) return principal;
     // Publishable keys draw on a bucket of their own at the same rate: they are public by design,
     // and whoever copies one from a web page must not be able to throttle the account's server.

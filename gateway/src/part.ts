@@ -137,6 +137,7 @@ export async function startGateway(
   };
   const accountsClient = createClient(accounts.AccountService, transports.get('accounts')!);
   const auth = createAuthenticator(accountsClient, env.AUTH_CACHE_TTL);
+  const clientAddress = clientAddressOf(env.TRUSTED_PROXIES);
   const dashboard = createDashboard({
     sessions,
     auth,
@@ -147,7 +148,7 @@ export async function startGateway(
     docsUrl: env.docsUrl,
     log,
     keyCheckTtlMs: env.AUTH_CACHE_TTL,
-    clientAddress: clientAddressOf(env.TRUSTED_PROXIES),
+    clientAddress,
   });
 
   // Revocations reach every replica at once; the cache TTL bounds staleness if NATS is down
@@ -204,6 +205,7 @@ export async function startGateway(
     }),
     dashboard: dashboard.handle,
     listen,
+    clientAddress,
     failpoint: env.MCS_FAILPOINT,
   });
   // Stopping ends every connection: idle ones at once, busy ones with their answer, which says

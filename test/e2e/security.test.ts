@@ -2,6 +2,7 @@
 // (another holder of the account's keys, a hostile API or local server, any client of the
 // gateway) could do before the fix, and must not be able to do after it.
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import http from 'node:http';
 import { type AccountKeys, type SmtpServer, type Stack, startSmtpServer, startStack } from '@mcs/testkit';
@@ -244,5 +245,24 @@ describe('a path with "." or ".." segments', () => {
     // A dot inside a segment is no dot segment.
     expect((await raw('/v1/openapi.json')).status).toBe(200);
     expect((await raw('/v1/products?starting_after=..')).status).not.toBe(404);
+  });
+});
+
+describe('a client sending unknown API keys', () => {
+  // Last in this file: its address stays throttled for a few seconds.
+  it('is refused with 429 after a burst, without a call to accounts each; known keys still pass', async () => {
+    const unknown = () => `sk_test_${randomBytes(18).toString('hex')}`;
+    const answers = await Promise.all(
+      Array.from({ length: 120 }, () => api('/v1/orders', { key: unknown() })),
+    );
+    const statuses = answers.map((a) => a.status);
+    expect(statuses.filter((s) => s === 401).length).toBeGreaterThanOrEqual(40);
+    const limited = answers.filter((a) => a.status === 429);
+    expect(limited.length).toBeGreaterThan(0);
+    expect(limited[0]!.body.error).toMatchObject({ type: 'rate_limit_error', code: 'rate_limited' });
+    expect(Number(limited[0]!.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(statuses.every((s) => s === 401 || s === 429)).toBe(true);
+    // The account's own key, in the gateway's cache, is answered as before.
+    expect((await api('/v1/orders')).status).toBe(200);
   });
 });
