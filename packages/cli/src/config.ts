@@ -3,10 +3,14 @@
 //
 // The file: $XDG_CONFIG_HOME/mcs/config.json (else ~/.config/mcs/config.json), or MCS_CONFIG.
 // It holds a secret key, so it is written with mode 0600 in a 0700 directory, through a
-// temporary file renamed over the old one (a crash never leaves half a file).
-import { chmod, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+// temporary file renamed over the old one (a crash never leaves half a file). The temporary file
+// has a random name and is created new (O_EXCL): a file or symlink planted at a name it could
+// have had (the directory may be a shared one, through MCS_CONFIG) is never written through. A
+// directory named `mcs` that the user owns is made 0700 if it was more open.
+import { randomBytes } from 'node:crypto';
+import { chmod, mkdir, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { CliError } from './args.ts';
 
 export interface SavedConfig {
@@ -50,11 +54,21 @@ export async function loadConfig(path = configPath()): Promise<SavedConfig> {
 }
 
 export async function saveConfig(config: SavedConfig, path = configPath()): Promise<void> {
-  await mkdir(dirname(path), { recursive: true, mode: 0o700 });
-  const tmp = `${path}.${process.pid}.tmp`;
-  await writeFile(tmp, `${JSON.stringify(config, null, 2)}\n`, { mode: 0o600 });
-  await chmod(tmp, 0o600); // the umask may have taken bits away, never added; be exact
-  await rename(tmp, path);
+  const dir = dirname(path);
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  if (basename(dir) === 'mcs') {
+    const st = await stat(dir);
+    if (st.uid === process.getuid?.() && (st.mode & 0o077) !== 0) await chmod(dir, 0o700);
+  }
+  const tmp = `${path}.${process.pid}.${randomBytes(8).toString('hex')}.tmp`;
+  await writeFile(tmp, `${JSON.stringify(config, null, 2)}\n`, { mode: 0o600, flag: 'wx' });
+  try {
+    await chmod(tmp, 0o600); // the umask may have taken bits away, never added; be exact
+    await rename(tmp, path);
+  } catch (err) {
+    await unlink(tmp).catch(() => {});
+    throw err;
+  }
 }
 
 export function defaultBaseUrl(env: NodeJS.ProcessEnv = process.env): string {
