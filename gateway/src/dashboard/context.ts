@@ -27,8 +27,9 @@ export interface DashboardDeps {
   docsUrl: string;
   log: Logger;
   /**
-   * How long a session's key, once seen unrevoked, is trusted before asking the accounts service
-   * again. Revocations end sessions at once over NATS; this bounds a missed message.
+   * How long a session's key, once seen unrevoked, and an owner's password stamp are trusted
+   * before asking the accounts service again. Revocations and new passwords end sessions at once
+   * over NATS; this bounds a missed message.
    */
   keyCheckTtlMs: number;
   /** The client behind a request, for the sign-in throttle per address (client-address.ts). */
@@ -151,6 +152,8 @@ export interface Kit {
   /** A key just seen valid: trusted for keyCheckTtlMs. */
   rememberKey(keyId: string): void;
   forgetKey(keyId: string): void;
+  /** An owner's password was set again: its stamp now (asked for), or undefined if unknown. */
+  refreshStamp(accountId: string): Promise<string | undefined>;
 }
 
 export function createKit(deps: DashboardDeps): Kit {
@@ -165,8 +168,31 @@ export function createKit(deps: DashboardDeps): Kit {
     liveKeys.set(keyId, Date.now() + deps.keyCheckTtlMs);
   }
 
-  async function keyAlive(s: Session): Promise<boolean> {
-    if (s.keyId === null) return true; // an owner's session: no key to be revoked
+  /** accountId → the owner's password stamp as last asked, and until when it is trusted. */
+  const stamps = new Map<string, { stamp: string; until: number }>();
+
+  /** The account's password stamp: remembered, or (`fresh`, or none remembered) asked for. */
+  async function currentStamp(accountId: string, fresh = false): Promise<string> {
+    const hit = stamps.get(accountId);
+    if (!fresh && hit && hit.until > Date.now()) return hit.stamp;
+    const { stamp } = await deps.accounts.getOwnerPasswordStamp({ id: accountId }, { timeoutMs: 10_000 });
+    if (stamps.size > 100_000) stamps.clear();
+    stamps.set(accountId, { stamp, until: Date.now() + deps.keyCheckTtlMs });
+    return stamp;
+  }
+
+  /**
+   * Whether what signed the session in still holds: its key is not revoked, or the owner's
+   * password is the one signed in with. Both end sessions at once over NATS; this catches a
+   * missed message (and a sign-in that raced a new password) within keyCheckTtlMs.
+   */
+  async function signerHolds(s: Session): Promise<boolean> {
+    if (s.keyId === null) {
+      if (s.passwordStamp === null) return false;
+      if ((await currentStamp(s.accountId)) === s.passwordStamp) return true;
+      // The remembered stamp may be the older one (this session is from a newer sign-in).
+      return (await currentStamp(s.accountId, true)) === s.passwordStamp;
+    }
     const until = liveKeys.get(s.keyId);
     if (until !== undefined && until > Date.now()) return true;
     const { data } = await deps.accounts.listApiKeys({ accountId: s.accountId }, { timeoutMs: 10_000 });
@@ -197,9 +223,18 @@ export function createKit(deps: DashboardDeps): Kit {
     if (!token) return undefined;
     const session = await sessions.find(token);
     if (!session) return undefined;
-    if (!(await keyAlive(session))) {
-      const ended = session.keyId ? await sessions.deleteForKey(session.keyId) : 0;
-      log.info({ keyId: session.keyId, sessions: ended }, 'dashboard sessions of a revoked key ended');
+    if (!(await signerHolds(session))) {
+      if (session.keyId) {
+        const ended = await sessions.deleteForKey(session.keyId);
+        log.info({ keyId: session.keyId, sessions: ended }, 'dashboard sessions of a revoked key ended');
+      } else {
+        const current = stamps.get(session.accountId)?.stamp;
+        const ended = await sessions.deleteForOwner(session.accountId, current);
+        log.info(
+          { accountId: session.accountId, sessions: ended },
+          "dashboard sessions of an owner's replaced password ended",
+        );
+      }
       return undefined;
     }
     const requestId = String(res.getHeader('request-id') ?? '');
@@ -232,6 +267,15 @@ export function createKit(deps: DashboardDeps): Kit {
     signedIn,
     rememberKey,
     forgetKey: (keyId) => liveKeys.delete(keyId),
+    async refreshStamp(accountId) {
+      stamps.delete(accountId);
+      try {
+        return await currentStamp(accountId, true);
+      } catch (err) {
+        log.warn({ err, accountId }, "the owner's password stamp could not be asked for");
+        return undefined;
+      }
+    },
     explain,
     forbidden,
     async viewerOf(s, path) {

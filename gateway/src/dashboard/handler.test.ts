@@ -41,6 +41,9 @@ const auth: Authenticator = {
 };
 
 let revoked = new Set<string>();
+/** The owner's password stamp at the accounts stand-in; a sign-in answers `signInStamp` if set. */
+let ownerStamp = 'stamp-1';
+let signInStamp: string | undefined;
 let endpoints: webhooks.WebhookEndpoint[] = [];
 const calls: Array<{ method: string; account: string | null; livemode: string | null; key: string | null }> =
   [];
@@ -103,6 +106,10 @@ const accountsTransport = createRouterTransport((router) =>
           ),
       };
     },
+    getOwnerPasswordStamp(req) {
+      if (req.id !== 'acct_1') throw apiError('resource_missing');
+      return { stamp: ownerStamp };
+    },
     getAccount(req) {
       return { id: req.id, email: 'owner@example.com' };
     },
@@ -131,7 +138,7 @@ const accountsTransport = createRouterTransport((router) =>
         });
       }
       if (req.email === 'owner@example.com' && req.password === OWNER_PASSWORD)
-        return { accountId: 'acct_1' };
+        return { accountId: 'acct_1', passwordStamp: signInStamp ?? ownerStamp };
       throw apiError('owner_credentials_invalid');
     },
   }),
@@ -170,6 +177,8 @@ afterAll(async () => {
 });
 beforeEach(() => {
   revoked = new Set();
+  ownerStamp = 'stamp-1';
+  signInStamp = undefined;
   endpoints = [];
   calls.length = 0;
 });
@@ -535,6 +544,52 @@ describe('owner sign-in and the mode switch', () => {
     expect(res.status).toBe(303);
     const { rows } = await db.pool.query("select livemode from gateway.sessions where key_id = 'key_test'");
     expect(rows.every((r) => r.livemode === false)).toBe(true);
+  });
+
+  const settings = (s: { cookie: string }) =>
+    go('/dashboard/settings/api', { headers: { cookie: s.cookie } });
+  const ownerRows = async () =>
+    (
+      await db.pool.query(
+        "select password_stamp from gateway.sessions where account_id = 'acct_1' and key_id is null order by password_stamp",
+      )
+    ).rows.map((r) => r.password_stamp);
+
+  it('ends an owner session once the password is set again, though this gateway missed the message', async () => {
+    await db.pool.query('delete from gateway.sessions');
+    const s = await ownerSignIn();
+    expect(await ownerRows()).toEqual(['stamp-1']);
+    expect((await settings(s)).status).toBe(200);
+    ownerStamp = 'stamp-2'; // set with the CLI; the NATS message never came here
+    const res = await settings(s);
+    expect(res.status).toBe(303);
+    expect(res.headers.get('location')).toBe('/dashboard/login');
+    expect(await ownerRows()).toEqual([]);
+    const again = await ownerSignIn();
+    expect((await settings(again)).status).toBe(200);
+  });
+
+  it('ends a sign-in that raced the new password, and a session from before stamps existed', async () => {
+    await db.pool.query('delete from gateway.sessions');
+    signInStamp = 'stamp-0'; // checked against the old password as the new one was stored
+    const raced = await ownerSignIn();
+    expect((await settings(raced)).headers.get('location')).toBe('/dashboard/login');
+    signInStamp = undefined;
+    const old = await ownerSignIn();
+    await db.pool.query("update gateway.sessions set password_stamp = null where account_id = 'acct_1'");
+    expect((await settings(old)).headers.get('location')).toBe('/dashboard/login');
+    expect(await ownerRows()).toEqual([]);
+  });
+
+  it('keeps the sessions signed in with the new password when the message comes late', async () => {
+    await db.pool.query('delete from gateway.sessions');
+    const before = await ownerSignIn();
+    ownerStamp = 'stamp-2';
+    const after = await ownerSignIn(); // with the new password, before the message came
+    expect(await dashboard.ownerPasswordSet('acct_1')).toBe(1);
+    expect(await ownerRows()).toEqual(['stamp-2']);
+    expect((await settings(before)).headers.get('location')).toBe('/dashboard/login');
+    expect((await settings(after)).status).toBe(200);
   });
 });
 

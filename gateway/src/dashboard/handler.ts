@@ -109,7 +109,10 @@ export function createDashboard(deps: DashboardDeps): Dashboard {
 
   return {
     handle,
-    ownerPasswordSet: (accountId) => deps.sessions.deleteForOwner(accountId),
+    async ownerPasswordSet(accountId) {
+      // Sessions signed in with the new password already (the message can come late) stay.
+      return deps.sessions.deleteForOwner(accountId, await kit.refreshStamp(accountId));
+    },
     async keyRevoked(keyId) {
       kit.forgetKey(keyId);
       return deps.sessions.deleteForKey(keyId);

@@ -9,7 +9,7 @@ import type { Authenticator } from '../auth.ts';
 import { type Kit, localPath, type RouteDef, readForm, redirect, send } from './context.ts';
 import { cookie, FLASH_COOKIE, readCookies, SESSION_COOKIE } from './cookies.ts';
 import { checkCsrf } from './csrf.ts';
-import { SESSION_LIFETIME_MS } from './sessions.ts';
+import { SESSION_LIFETIME_MS, type SignedIn } from './sessions.ts';
 import { BASE, html, layout, SETTINGS } from './views.ts';
 
 /** Failed sign-ins one address may make per window before it must wait for the window's end. */
@@ -97,11 +97,7 @@ export function loginRoutes(kit: Kit): RouteDef[] {
   };
 
   /** Starts a new session (no fixation: a previous one of this browser ends). */
-  async function startSession(
-    req: IncomingMessage,
-    res: Parameters<RouteDef['handler']>[1],
-    who: { accountId: string; livemode: boolean; keyId: string | null },
-  ) {
+  async function startSession(req: IncomingMessage, res: Parameters<RouteDef['handler']>[1], who: SignedIn) {
     const previous = readCookies(req).get(SESSION_COOKIE);
     if (previous) await deps.sessions.delete(previous);
     const { token } = await deps.sessions.create(who);
@@ -160,6 +156,7 @@ export function loginRoutes(kit: Kit): RouteDef[] {
         accountId: principal.accountId,
         livemode: principal.livemode,
         keyId: principal.keyId,
+        passwordStamp: null,
       });
     }
 
@@ -169,7 +166,12 @@ export function loginRoutes(kit: Kit): RouteDef[] {
       const who = await deps.accounts.authenticateOwner({ email, password }, { timeoutMs: 15_000 });
       throttle.giveBack(address);
       // Owners start in test mode; the switch in the header changes it.
-      return startSession(req, res, { accountId: who.accountId, livemode: false, keyId: null });
+      return startSession(req, res, {
+        accountId: who.accountId,
+        livemode: false,
+        keyId: null,
+        passwordStamp: who.passwordStamp,
+      });
     } catch (err) {
       const rendered = renderConnectError(err, deps.docsUrl);
       const { code, message } = rendered.body.error;

@@ -18,7 +18,7 @@ beforeAll(async () => {
 });
 afterAll(() => db?.close());
 
-const who = (keyId = `key_${++n}`) => ({ accountId: 'acct_1', livemode: false, keyId });
+const who = (keyId = `key_${++n}`) => ({ accountId: 'acct_1', livemode: false, keyId, passwordStamp: null });
 const t0 = new Date('2026-01-01T00:00:00Z');
 const at = (ms: number) => new Date(t0.getTime() + ms);
 
@@ -85,10 +85,30 @@ describe('dashboard sessions', () => {
     expect(await store.find(made[0]!.token, at(100))).toBeUndefined();
     for (const m of made.slice(1)) expect(await store.find(m.token, at(100))).toBeDefined();
     expect(await store.find(other.token, at(100))).toBeDefined();
-    const owner = { accountId: 'acct_owner', livemode: false, keyId: null };
+    const owner = { accountId: 'acct_owner', livemode: false, keyId: null, passwordStamp: 'stamp-a' };
     const first = await store.create(owner, t0);
     for (let i = 1; i <= MAX_SESSIONS_PER_SIGNER; i++) await store.create(owner, at(i));
     expect(await store.find(first.token, at(100))).toBeUndefined();
+  });
+
+  it("keeps an owner's password stamp, and ends the owner's sessions of other stamps only", async () => {
+    const owner = (passwordStamp: string) => ({
+      accountId: 'acct_stamps',
+      livemode: false,
+      keyId: null,
+      passwordStamp,
+    });
+    const a = await store.create(owner('stamp-a'), t0);
+    const b = await store.create(owner('stamp-b'), t0);
+    const key = await store.create({ ...who(), accountId: 'acct_stamps', passwordStamp: 'ignored' }, t0);
+    expect((await store.find(a.token, t0))?.passwordStamp).toBe('stamp-a');
+    expect((await store.find(key.token, t0))?.passwordStamp).toBeNull();
+    expect(await store.deleteForOwner('acct_stamps', 'stamp-b')).toBe(1);
+    expect(await store.find(a.token, t0)).toBeUndefined();
+    expect(await store.find(b.token, t0)).toBeDefined();
+    expect(await store.deleteForOwner('acct_stamps')).toBe(1);
+    expect(await store.find(b.token, t0)).toBeUndefined();
+    expect(await store.find(key.token, t0)).toBeDefined(); // a key's session is not the owner's
   });
 
   it('sweeps expired sessions only, in slices', async () => {

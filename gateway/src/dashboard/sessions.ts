@@ -1,8 +1,8 @@
 // Dashboard sessions: an account owner signs in with e-mail and password, or anyone holding a
 // secret API key signs in with it, and gets a random 32-byte token in the `mcs_session` cookie.
 // The table keeps only the token's SHA-256, so reading it signs nobody in. A session ends when
-// signed out or after 12 hours; a key's session also ends when its key is revoked. One signer
-// keeps at most MAX_SESSIONS_PER_SIGNER.
+// signed out or after 12 hours; a key's session also ends when its key is revoked, an owner's
+// when the owner's password is set again. One signer keeps at most MAX_SESSIONS_PER_SIGNER.
 import { createHash, randomBytes } from 'node:crypto';
 import { type Db, deleteInSlices } from '@mcs/kit/db';
 import { and, eq, gt, isNull, lte, sql } from 'drizzle-orm';
@@ -23,6 +23,8 @@ export interface Session {
   livemode: boolean;
   /** The key signed in with; null for an owner's (password) session. */
   keyId: string | null;
+  /** An owner's session: the password stamp it signed in with (null for a key's session). */
+  passwordStamp: string | null;
   createdAt: Date;
   expiresAt: Date;
 }
@@ -32,6 +34,8 @@ export interface SignedIn {
   livemode: boolean;
   /** The key signed in with; null for an owner who signed in with e-mail and password. */
   keyId: string | null;
+  /** The owner's password stamp from the sign-in (accounts' OwnerPasswordStamp); null with a key. */
+  passwordStamp: string | null;
 }
 
 export interface SessionStore {
@@ -45,8 +49,11 @@ export interface SessionStore {
   delete(token: string): Promise<void>;
   /** Ends every session signed in with a key (the key was revoked); returns how many. */
   deleteForKey(keyId: string): Promise<number>;
-  /** Ends every session an owner signed in with a password (it was replaced); returns how many. */
-  deleteForOwner(accountId: string): Promise<number>;
+  /**
+   * Ends the sessions an owner signed in with a password (it was replaced); returns how many.
+   * With `current`, the account's password stamp now, those signed in with it stay.
+   */
+  deleteForOwner(accountId: string, current?: string): Promise<number>;
   /** Removes expired sessions; returns how many. */
   sweep(now?: Date): Promise<number>;
 }
@@ -75,6 +82,7 @@ export function createSessionStore(db: Db): SessionStore {
         accountId: who.accountId,
         livemode: who.livemode,
         keyId: who.keyId,
+        passwordStamp: who.keyId === null ? who.passwordStamp : null,
         createdAt: now,
         expiresAt: new Date(now.getTime() + SESSION_LIFETIME_MS),
       };
@@ -112,10 +120,16 @@ export function createSessionStore(db: Db): SessionStore {
       const gone = await db.delete(sessions).where(eq(sessions.keyId, keyId)).returning({ id: sessions.id });
       return gone.length;
     },
-    async deleteForOwner(accountId) {
+    async deleteForOwner(accountId, current) {
       const gone = await db
         .delete(sessions)
-        .where(and(eq(sessions.accountId, accountId), isNull(sessions.keyId)))
+        .where(
+          and(
+            eq(sessions.accountId, accountId),
+            isNull(sessions.keyId),
+            current === undefined ? undefined : sql`${sessions.passwordStamp} is distinct from ${current}`,
+          ),
+        )
         .returning({ id: sessions.id });
       return gone.length;
     },

@@ -20,6 +20,12 @@ export const sessions = gateway.table(
      * in with e-mail and password (such a session may switch between test and live mode).
      */
     keyId: text('key_id'),
+    /**
+     * An owner's session: the owner's password stamp at sign-in (accounts' OwnerPasswordStamp);
+     * once the account's differs, the password was set again and the session is over. Null for
+     * a key's session (and for owner sessions from before the column: they sign in again).
+     */
+    passwordStamp: text('password_stamp'),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull(),
     expiresAt: timestamp('expires_at', { withTimezone: true, mode: 'date' }).notNull(),
   },

@@ -8,6 +8,7 @@ import {
   authenticateOwner,
   blockAfter,
   FREE_FAILURES,
+  ownerPasswordStamp,
   setOwnerPassword,
   sweepSignInFailures,
 } from './owners.ts';
@@ -162,6 +163,25 @@ describe('owner sign-in', () => {
     await setOwnerPassword(database.db, { accountId: made.account.id, password: PASSWORD });
     const who = await authenticateOwner(database.db, { email: 'later@example.com', password: PASSWORD });
     expect(who.accountId).toBe(made.account.id);
+  });
+
+  it('stamps each password: the same until it is set again, new even for the same password', async () => {
+    const made = await create({ email: 'stamp@example.com' });
+    expect(await ownerPasswordStamp(database.db, made.account.id)).toBe('');
+    await setOwnerPassword(database.db, { accountId: made.account.id, password: PASSWORD });
+    const first = await ownerPasswordStamp(database.db, made.account.id);
+    expect(first).toMatch(/^[\w-]{22}$/);
+    const who = await authenticateOwner(database.db, { email: 'stamp@example.com', password: PASSWORD });
+    expect(who.passwordStamp).toBe(first);
+    expect(await ownerPasswordStamp(database.db, made.account.id)).toBe(first);
+    await setOwnerPassword(database.db, { accountId: made.account.id, password: PASSWORD });
+    const second = await ownerPasswordStamp(database.db, made.account.id);
+    expect(second).toMatch(/^[\w-]{22}$/);
+    expect(second).not.toBe(first);
+    const [row] = await database.db.select().from(accounts).where(eq(accounts.id, made.account.id));
+    expect(row!.passwordHash).not.toContain(second);
+    expect((await apiErrorOf(ownerPasswordStamp(database.db, 'acct_nobody'))).code).toBe('resource_missing');
+    expect((await apiErrorOf(ownerPasswordStamp(database.db, ''))).code).toBe('missing_required_field');
   });
 });
 

@@ -10,7 +10,7 @@ import { apiError } from '@mcs/errors';
 import { deleteInSlices, type Tx } from '@mcs/kit/db';
 import { and, eq, isNotNull, isNull, lt, lte, or, sql } from 'drizzle-orm';
 import { accounts, signInFailures } from '../db/schema.ts';
-import { checkPasswordRules, decoyHash, hashPassword, verifyPassword } from './passwords.ts';
+import { checkPasswordRules, decoyHash, hashPassword, passwordStamp, verifyPassword } from './passwords.ts';
 
 export const FREE_FAILURES = 5;
 const FIRST_BLOCK_MS = 30_000;
@@ -119,7 +119,7 @@ export async function authenticateOwner(
   tx: Tx,
   input: { email: string; password: string },
   now = new Date(),
-): Promise<{ accountId: string }> {
+): Promise<{ accountId: string; passwordStamp: string }> {
   const email = input.email.trim().toLowerCase();
   if (email === '' || email.length > 254) {
     await verifyPassword(input.password, await decoyHash());
@@ -135,5 +135,20 @@ export async function authenticateOwner(
   const ok = await verifyPassword(input.password.slice(0, 1024), row?.passwordHash ?? (await decoyHash()));
   if (!row || !ok) throw apiError('owner_credentials_invalid');
   await tx.delete(signInFailures).where(eq(signInFailures.email, email));
-  return { accountId: row.id };
+  return { accountId: row.id, passwordStamp: passwordStamp(row.passwordHash) };
+}
+
+/** The account's current owner password stamp ('' without a password), or resource_missing. */
+export async function ownerPasswordStamp(db: Tx, accountId: string): Promise<string> {
+  if (accountId === '') {
+    throw apiError('missing_required_field', { param: 'id', message: 'Missing required parameter: id.' });
+  }
+  const [row] = await db
+    .select({ passwordHash: accounts.passwordHash })
+    .from(accounts)
+    .where(eq(accounts.id, accountId));
+  if (!row) {
+    throw apiError('resource_missing', { param: 'id', message: `No such account: ${accountId}.` });
+  }
+  return passwordStamp(row.passwordHash);
 }

@@ -2,7 +2,7 @@
 // carries its own parameters, so they can be raised later without a migration:
 //   scrypt$<log2 N>$<r>$<p>$<salt base64url>$<hash base64url>
 // Verification recomputes with the stored parameters and compares in constant time.
-import { randomBytes, type ScryptOptions, scrypt, timingSafeEqual } from 'node:crypto';
+import { createHash, randomBytes, type ScryptOptions, scrypt, timingSafeEqual } from 'node:crypto';
 import { apiError } from '@mcs/errors';
 
 /** N = 2^15, r = 8, p = 1: 32 MiB and some tens of milliseconds per hash (OWASP's scrypt floor is 2^17 × 8 × 1 at 64 MiB; this trades some of that for sign-ins on small machines). */
@@ -53,4 +53,14 @@ let decoy: Promise<string> | undefined;
 export function decoyHash(): Promise<string> {
   decoy ??= hashPassword(randomBytes(24).toString('base64url'));
   return decoy;
+}
+
+/**
+ * The owner's password stamp (proto OwnerPasswordStamp): 128 bits of SHA-256 over the stored
+ * hash, so it is new with every password set (the salt is random) and the same until then.
+ * Guessing a password from it still costs a full scrypt per guess; '' without a password.
+ */
+export function passwordStamp(stored: string | null): string {
+  if (stored === null) return '';
+  return createHash('sha256').update(`mcs owner password stamp\0${stored}`).digest('base64url').slice(0, 22);
 }

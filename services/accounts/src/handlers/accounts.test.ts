@@ -130,3 +130,25 @@ describe('API keys', () => {
     });
   });
 });
+
+describe('owner password stamps', () => {
+  it('answers the stamp at sign-in and a new one after SetOwnerPassword; the account never shows it', async () => {
+    const made = await client.createAccount({ email: 'stamps@example.com', password: 'a long pass phrase' });
+    const id = made.account!.id;
+    const who = await client.authenticateOwner({
+      email: 'stamps@example.com',
+      password: 'a long pass phrase',
+    });
+    expect(who.accountId).toBe(id);
+    expect(who.passwordStamp).toMatch(/^[\w-]{22}$/);
+    expect((await client.getOwnerPasswordStamp({ id })).stamp).toBe(who.passwordStamp);
+    const account = await client.setOwnerPassword({ accountId: id, password: 'another pass phrase' });
+    expect(Object.values(account)).not.toContain(who.passwordStamp);
+    const now = (await client.getOwnerPasswordStamp({ id })).stamp;
+    expect(now).toMatch(/^[\w-]{22}$/);
+    expect(now).not.toBe(who.passwordStamp);
+    const e = await apiErrorOf(client.getOwnerPasswordStamp({ id: 'acct_0000000000000000000000000' }));
+    expect(e).toMatchObject({ code: 'resource_missing', param: 'id' });
+    expect(e.err.code).toBe(Code.NotFound);
+  });
+});

@@ -16,7 +16,7 @@ import {
   revokeApiKey,
 } from '../domain/accounts.ts';
 import type { KeyKind } from '../domain/keys.ts';
-import { authenticateOwner, setOwnerPassword } from '../domain/owners.ts';
+import { authenticateOwner, ownerPasswordStamp, setOwnerPassword } from '../domain/owners.ts';
 
 function toProtoKind(kind: KeyKind): accounts.KeyKind {
   switch (kind) {
@@ -125,7 +125,14 @@ export function accountHandlers(deps: Deps): ServiceImpl<typeof accounts.Account
     async authenticateOwner(req) {
       // Not in a transaction: a failed attempt must stay counted although the call fails.
       const who = await authenticateOwner(deps.db, { email: req.email, password: req.password });
-      return create(accounts.AuthenticateOwnerResponseSchema, { accountId: who.accountId });
+      return create(accounts.AuthenticateOwnerResponseSchema, {
+        accountId: who.accountId,
+        passwordStamp: who.passwordStamp,
+      });
+    },
+    async getOwnerPasswordStamp(req) {
+      const stamp = await ownerPasswordStamp(deps.db, req.id);
+      return create(accounts.OwnerPasswordStampSchema, { stamp });
     },
     async revokeApiKey(req) {
       const key = await revokeApiKey(deps.db, { accountId: req.accountId, keyId: req.keyId });

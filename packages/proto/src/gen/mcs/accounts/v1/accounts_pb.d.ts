@@ -415,6 +415,13 @@ export declare type AuthenticateOwnerResponse = Message<"mcs.accounts.v1.Authent
    * @generated from field: string account_id = 1;
    */
   accountId: string;
+
+  /**
+   * The owner's password stamp (see OwnerPasswordStamp) as of this sign-in.
+   *
+   * @generated from field: string password_stamp = 2;
+   */
+  passwordStamp: string;
 };
 
 /**
@@ -422,6 +429,29 @@ export declare type AuthenticateOwnerResponse = Message<"mcs.accounts.v1.Authent
  * Use `create(AuthenticateOwnerResponseSchema)` to create a new message.
  */
 export declare const AuthenticateOwnerResponseSchema: GenMessage<AuthenticateOwnerResponse>;
+
+/**
+ * Changes every time the owner's password is set, and only then: a dashboard session keeps the
+ * stamp of its sign-in and ends once the account's stamp differs, even where a gateway missed
+ * the NATS message that announced the new password. Derived from the password's hash, from
+ * which it reveals nothing.
+ *
+ * @generated from message mcs.accounts.v1.OwnerPasswordStamp
+ */
+export declare type OwnerPasswordStamp = Message<"mcs.accounts.v1.OwnerPasswordStamp"> & {
+  /**
+   * Empty: the account has no owner password.
+   *
+   * @generated from field: string stamp = 1;
+   */
+  stamp: string;
+};
+
+/**
+ * Describes the message mcs.accounts.v1.OwnerPasswordStamp.
+ * Use `create(OwnerPasswordStampSchema)` to create a new message.
+ */
+export declare const OwnerPasswordStampSchema: GenMessage<OwnerPasswordStamp>;
 
 /**
  * @generated from enum mcs.accounts.v1.KeyKind
@@ -527,6 +557,16 @@ export declare const AccountService: GenService<{
     methodKind: "unary";
     input: typeof AuthenticateOwnerRequestSchema;
     output: typeof AuthenticateOwnerResponseSchema;
+  },
+  /**
+   * The owner's current password stamp; resource_missing for an unknown account.
+   *
+   * @generated from rpc mcs.accounts.v1.AccountService.GetOwnerPasswordStamp
+   */
+  getOwnerPasswordStamp: {
+    methodKind: "unary";
+    input: typeof GetAccountRequestSchema;
+    output: typeof OwnerPasswordStampSchema;
   },
 }>;
 

@@ -1,0 +1,1 @@
+ALTER TABLE "gateway"."sessions" ADD COLUMN "password_stamp" text;
