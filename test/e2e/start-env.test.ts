@@ -80,6 +80,22 @@ describe('pnpm start refuses at once', () => {
     }
   }, 60_000);
 
+  it('a DATABASE_URL, NATS_URL or SMTP_URL of another scheme, or a NATS_URL nats.js would misread', async () => {
+    await expectRefused('DATABASE_URL', { DATABASE_URL: 'mysql://root@127.0.0.1:1/none' });
+    await expectRefused('NATS_URL', { NATS_URL: 'http://127.0.0.1:1' });
+    await expectRefused('NATS_URL', { NATS_URL: 'nats://a:b@127.0.0.1:1,nats://a:c@127.0.0.1:2' });
+    await expectRefused('NATS_URL', { NATS_URL: 'nats://127.0.0.1:1/stream' });
+    await expectRefused('SMTP_URL', { SMTP_URL: 'http://127.0.0.1:2525' });
+    const { out } = await start({ NATS_URL: 'nats://mcs:hunter2hunter2@127.0.0.1:1/x' });
+    expect(out).not.toContain('hunter2');
+  }, 60_000);
+
+  it('a MAIL_FROM that is not one address on one line (a header could be added to every e-mail)', async () => {
+    await expectRefused('MAIL_FROM', { MAIL_FROM: 'nobody' });
+    await expectRefused('MAIL_FROM', { MAIL_FROM: 'a@example.com, b@example.com' });
+    await expectRefused('MAIL_FROM', { MAIL_FROM: 'a@example.com\r\nBcc: spy@example.com' });
+  }, 30_000);
+
   it('a SERVICE_SOCKET_DIR that cannot be made, rather than a stack trace from the first service', async () => {
     await expectRefused('SERVICE_SOCKET_DIR', { SERVICE_SOCKET_DIR: '/etc/passwd/run' });
   }, 30_000);

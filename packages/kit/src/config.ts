@@ -2,6 +2,7 @@
 // (see its src/env.ts) and fails fast; this module holds the pieces they have in common, so the
 // orchestrator, the CLI, the gateway and the services agree on addresses without talking.
 import { z } from 'zod';
+import { parseNatsUrl } from './nats-url.ts';
 
 export const SERVICES = ['accounts', 'commerce', 'messaging', 'webhooks'] as const;
 
@@ -137,8 +138,22 @@ export const baseEnvSchema = z.object({
   /** Where the services bind (kit/server); read there, listed here so a bad value stops every part. */
   SERVICE_HOST: bindHost.optional(),
   PORT: port.default(8080),
-  DATABASE_URL: z.string().url().default(DEFAULT_DATABASE_URL),
-  NATS_URL: z.string().min(1).default(DEFAULT_NATS_URL),
+  DATABASE_URL: z
+    .string()
+    .url()
+    .refine((u) => /^postgres(?:ql)?:\/\//i.test(u), 'must be a postgres:// or postgresql:// URL')
+    .default(DEFAULT_DATABASE_URL),
+  /** One server or a cluster's, comma separated, with credentials in the URL (kit/nats-url). */
+  NATS_URL: z
+    .string()
+    .superRefine((u, ctx) => {
+      try {
+        parseNatsUrl(u);
+      } catch (e) {
+        ctx.addIssue({ code: 'custom', message: (e as Error).message });
+      }
+    })
+    .default(DEFAULT_NATS_URL),
   /** Prefix of every JetStream stream, subject and consumer name; tests use a unique one per run. */
   MCS_NATS_PREFIX: z
     .string()

@@ -14,8 +14,9 @@ import {
   StorageType,
   type StreamInfo,
 } from 'nats';
-import { parseDuration } from './config.ts';
+import { PartStartError, parseDuration } from './config.ts';
 import type { Logger } from './log.ts';
+import { natsConnectOptions, redact } from './nats-url.ts';
 
 export interface StreamNames {
   stream: string;
@@ -63,7 +64,7 @@ export async function connectNats(
     ? setInterval(
         () =>
           log.warn(
-            { nats: url.replace(/\/\/[^@/]*@/g, '//'), waitedS: Math.round((Date.now() - started) / 1000) },
+            { nats: redact(url), waitedS: Math.round((Date.now() - started) / 1000) },
             'waiting for NATS (NATS_URL) to answer',
           ),
         5_000,
@@ -72,7 +73,7 @@ export async function connectNats(
   waiting?.unref();
   try {
     return await connect({
-      servers: url,
+      ...natsConnectOptions(url),
       name,
       maxReconnectAttempts: -1,
       reconnectTimeWait: 500,
@@ -80,6 +81,14 @@ export async function connectNats(
       pingInterval: opts.pingIntervalMs ?? NATS_PING_INTERVAL_MS,
       maxPingOut: NATS_MAX_PINGS_OUT,
     });
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    if (code === 'AUTHORIZATION_VIOLATION' || code === 'AUTHENTICATION_EXPIRED') {
+      throw new PartStartError(
+        `NATS refused the credentials of NATS_URL (${redact(url)}): ${(err as Error).message}`,
+      );
+    }
+    throw err;
   } finally {
     clearInterval(waiting);
   }

@@ -3,6 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import { DEFAULT_NATS_URL } from '@mcs/kit/config';
 import { streamNames } from '@mcs/kit/nats';
+import { natsConnectOptions } from '@mcs/kit/nats-url';
 import { connect } from 'nats';
 
 export interface TestNats {
@@ -17,7 +18,7 @@ export function createTestNats(url: string = process.env.NATS_URL ?? DEFAULT_NAT
     url,
     prefix,
     async drop() {
-      const nc = await connect({ servers: url });
+      const nc = await connect(natsConnectOptions(url));
       try {
         const jsm = await nc.jetstreamManager();
         await jsm.streams.delete(streamNames(prefix).stream).catch(() => {});

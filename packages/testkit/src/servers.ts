@@ -42,8 +42,11 @@ export interface PrivateNats {
   remove(): Promise<void>;
 }
 
-/** `nats-server -js` on a private port with a store of its own (not started yet). */
-export async function privateNats(): Promise<PrivateNats> {
+/**
+ * `nats-server -js` on a private port with a store of its own (not started yet); `args` go to
+ * the server too (e.g. `--user u --pass p`: `url` then carries no credentials).
+ */
+export async function privateNats(opts: { args?: string[] } = {}): Promise<PrivateNats> {
   const dir = mkdtempSync(join(tmpdir(), 'mcs-nats-'));
   const port = await privatePort();
   let child: ChildProcess | undefined;
@@ -54,7 +57,8 @@ export async function privateNats(): Promise<PrivateNats> {
     async start() {
       const binary =
         ['/usr/sbin/nats-server', '/usr/local/bin/nats-server'].find(existsSync) ?? 'nats-server';
-      const c = spawn(binary, ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', dir], {
+      const args = ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', dir, ...(opts.args ?? [])];
+      const c = spawn(binary, args, {
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       child = c;

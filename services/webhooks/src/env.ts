@@ -8,6 +8,7 @@ import {
   servicePort,
   serviceSocket,
 } from '@mcs/kit/config';
+import addressparser from 'nodemailer/lib/addressparser';
 import { z } from 'zod';
 import { parseKey } from './domain/secrets.ts';
 
@@ -53,8 +54,18 @@ export const webhooksEnvSchema = baseEnvSchema.extend({
     .string()
     .optional()
     .refine((v) => !v || isSecretsKey(v), 'must be 32 bytes, base64 or hex (e.g. `openssl rand -base64 32`)'),
-  SMTP_URL: z.string().url().optional(),
-  MAIL_FROM: z.string().default('notifications@localhost'),
+  SMTP_URL: z
+    .string()
+    .url()
+    .refine((u) => /^smtps?:\/\//i.test(u), 'must be an smtp:// or smtps:// URL')
+    .optional(),
+  MAIL_FROM: z
+    .string()
+    .refine(
+      isMailbox,
+      'must be one e-mail address, e.g. notifications@example.com or Shop <shop@example.com>',
+    )
+    .default('notifications@localhost'),
   /** Where mail goes without SMTP_URL. */
   MAIL_DIR: z.string().default('.data/mail'),
   /** How often the mailer looks for unsent notifications besides being woken. */
@@ -89,6 +100,14 @@ export const webhooksEnvSchema = baseEnvSchema.extend({
    */
   WEBHOOK_NICE: z.coerce.number().int().min(0).max(19).default(10),
 });
+
+/** One sender, as a From header takes it: `a@b` or `Name <a@b>`, on one line. */
+function isMailbox(text: string): boolean {
+  if (/[\r\n]/.test(text)) return false;
+  const parsed = addressparser(text);
+  const one = parsed.length === 1 ? parsed[0]! : undefined;
+  return !!one && 'address' in one && /^[^\s@<>]+@[^\s@<>]+$/.test(one.address ?? '');
+}
 
 /** A key loadSecretsKey would take: 64 hex digits, or base64 (or base64url) of 32 bytes. */
 function isSecretsKey(text: string): boolean {
