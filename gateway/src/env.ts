@@ -1,4 +1,4 @@
-import { baseEnvSchema, duration, parseEnv } from '@mcs/kit/config';
+import { baseEnvSchema, duration, parseEnv, positiveDuration } from '@mcs/kit/config';
 import { z } from 'zod';
 import { parseTrustedProxies } from './client-address.ts';
 
@@ -42,6 +42,13 @@ export const gatewayEnvSchema = baseEnvSchema.extend({
   LISTEN_PING_INTERVAL: duration.default(15_000).refine((ms) => ms >= 1_000 && ms <= 60_000, {
     message: 'must be between 1s and 60s',
   }),
+  /**
+   * How long a client has to send a whole request (head and body); its head must come within
+   * 20 s, or this if shorter. Past it: 408 request_timeout and the connection closed, so a client
+   * that sends a byte now and then cannot hold a connection for long (Node's defaults: 5 minutes,
+   * and 60 s for the head). Answers and `mcs listen` streams are not bounded by it.
+   */
+  REQUEST_TIMEOUT: positiveDuration.default(60_000),
   /** Fault injection for crash tests only (see http.ts). */
   MCS_FAILPOINT: z.string().optional(),
 });

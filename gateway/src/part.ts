@@ -2,6 +2,7 @@
 // error envelope, the OpenAPI document, the docs and the dashboard (Settings → API).
 // Started by main.ts in a process of its own, or with three services in one (scripts/one-process.ts).
 import http from 'node:http';
+import type { Socket } from 'node:net';
 import { createClient, type Transport } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
 import { SERVICES, type ServiceName, serviceSocket, serviceUrl } from '@mcs/kit/config';
@@ -26,6 +27,9 @@ import { buildOpenApi } from './openapi.ts';
 import { createPgTokenStore, createSharedRateLimiter } from './rate-limit.ts';
 import { buildRoutes, createMatcher, type Route } from './routes.ts';
 import { createUnaryTransport } from './transport.ts';
+
+/** A request's head (its line and headers) must arrive within this (or REQUEST_TIMEOUT if shorter). */
+const HEAD_TIMEOUT_MS = 20_000;
 
 export interface GatewayOptions {
   /**
@@ -222,12 +226,28 @@ export async function startGateway(
     if (closing) setImmediate(closeIdle);
   }
   const server = http.createServer(
-    { keepAliveTimeout: 65_000, ServerResponse: closingResponse(() => closing) },
+    {
+      keepAliveTimeout: 65_000,
+      requestTimeout: env.REQUEST_TIMEOUT,
+      headersTimeout: Math.min(HEAD_TIMEOUT_MS, env.REQUEST_TIMEOUT),
+      // How often Node looks for requests past those times (default 30 s, which would let a
+      // 60 s limit run to 90).
+      connectionsCheckingInterval: Math.min(1_000, env.REQUEST_TIMEOUT),
+      ServerResponse: closingResponse(() => closing),
+    },
     (req, res) => {
       res.on('close', answered);
       void handler(req, res);
     },
   );
+  // Connections that never sent a request (a browser's preconnect; fetch opens a spare one when
+  // a streamed answer is cancelled) count as busy to Node: closeIdleConnections() leaves them,
+  // so one held the stop until its grace time ran out (exit 1). Stopping ends them at once.
+  const sockets = new Set<Socket>();
+  server.on('connection', (socket: Socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  });
   // A request Node's parser refuses (a control character in a header, headers over 16 KiB) is
   // answered in the error envelope with a Request-Id, as every other answer, not Node's bare 400.
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
@@ -257,6 +277,7 @@ export async function startGateway(
     await new Promise<void>((resolve) => {
       server.close(() => resolve());
       server.closeIdleConnections();
+      for (const socket of sockets) if (socket.bytesRead === 0) socket.destroy();
     });
     metricsServer?.close();
     metricsServer?.closeAllConnections();

@@ -2,6 +2,7 @@
 // WEBHOOK_TIMEOUT) and their records, Connect calls, HTTP requests — and the process exits 0.
 // No attempt is lost or recorded twice.
 import http from 'node:http';
+import net from 'node:net';
 import { type AccountKeys, type Receiver, type Stack, startReceiver, startStack } from '@mcs/testkit';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -131,6 +132,21 @@ describe('SIGTERM drains and exits 0', () => {
     const res = await answer;
     expect(res.status, res.text).toBe(200);
     expect(await exited).toEqual({ code: 0, signal: null });
+    await stack.restart('gateway');
+  }, 60_000);
+
+  it('gateway: a connection that never sent a request (a preconnect) does not hold the stop', async () => {
+    const url = new URL(stack.baseUrl);
+    expect((await fetch(`${stack.baseUrl}/healthz`)).status).toBe(200); // up again after the test before
+    const socket = net.connect(Number(url.port), url.hostname);
+    await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    socket.on('error', () => {});
+    const started = Date.now();
+    // Before, it waited out its 15 s grace for this socket and exited 1.
+    expect(await stack.kill('gateway', 'SIGTERM')).toEqual({ code: 0, signal: null });
+    expect(Date.now() - started).toBeLessThan(5_000);
+    await closed;
     await stack.restart('gateway');
   }, 60_000);
 });

@@ -300,15 +300,8 @@ export async function runProcess(log: Logger, start: () => Promise<() => Promise
     else log.fatal({ err }, 'failed to start');
     process.exit(1);
   }
-  // Loading and starting grew V8's heap to its maximum young generation; give back what is not
-  // live now, so a part that stays idle does not hold it until V8's watchdog (heap.ts).
-  const settled = await settleHeap();
-  if (settled) log.debug(settled, 'heap settled after start-up');
-  // Started by `pnpm start` (scripts/start.ts), which supervises over an IPC channel: say we are up.
-  if (process.send) {
-    process.send({ mcs: 'ready' });
-    process.channel?.unref();
-  }
+  // The stop is armed as soon as the part serves: a SIGTERM from then on drains, where before the
+  // heap settled it would have killed the process with its requests.
   let stopping = false;
   const onSignal = (signal: string) => {
     if (stopping) process.exit(1);
@@ -330,6 +323,15 @@ export async function runProcess(log: Logger, start: () => Promise<() => Promise
   };
   process.on('SIGTERM', () => onSignal('SIGTERM'));
   process.on('SIGINT', () => onSignal('SIGINT'));
+  // Loading and starting grew V8's heap to its maximum young generation; give back what is not
+  // live now, so a part that stays idle does not hold it until V8's watchdog (heap.ts).
+  const settled = await settleHeap();
+  if (settled) log.debug(settled, 'heap settled after start-up');
+  // Started by `pnpm start` (scripts/start.ts), which supervises over an IPC channel: say we are up.
+  if (process.send) {
+    process.send({ mcs: 'ready' });
+    process.channel?.unref();
+  }
   // The supervisor's channel closed without a stop (it was killed -9): stop as if told to, rather
   // than serve on as an orphan holding the ports the next `pnpm start` needs.
   if (process.send) {
