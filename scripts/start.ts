@@ -5,7 +5,7 @@
 //   3. Each service (`node services/<name>/src/main.ts`), one after the other, each waited for
 //      until it is ready; then the gateway (`node gateway/src/main.ts`).
 //      With MCS_ONE_PROCESS=true (a flag like the others: true/false/1/0; anything else stops
-//      start-up with exit 1) instead the webhooks service, then one Node part, `mcs` (`node
+//      start-up with exit 78) instead the webhooks service, then one Node part, `mcs` (`node
 //      scripts/one-process.ts`, which says how and why), that runs the accounts, commerce and
 //      messaging services and the gateway in one process; the services still listen on their
 //      ports (checked free below like always). `mcs` is supervised and stopped like the gateway. Opt-in for a small machine (docs/operations.md, "One process"); the default
@@ -86,8 +86,14 @@ if (process.env.SERVICE_SOCKET_DIR) {
     process.exit(78); // EX_CONFIG, as parseEnv
   }
 }
-/** MCS_ONE_PROCESS, read as every part reads a flag; a bad value is reported by main(). */
+/** MCS_ONE_PROCESS, read as every part reads a flag; a bad value stops here, as the others do. */
 const ONE_PROCESS = booleanFlag.safeParse(process.env.MCS_ONE_PROCESS);
+if (!ONE_PROCESS.success) {
+  process.stderr.write(
+    `invalid environment:\n  MCS_ONE_PROCESS: must be true, false, 1 or 0 (or unset), not ${JSON.stringify(process.env.MCS_ONE_PROCESS)}\n`,
+  );
+  process.exit(78); // EX_CONFIG, as parseEnv
+}
 // The webhooks service drains its delivery attempts (each at most WEBHOOK_TIMEOUT) on SIGTERM:
 // give every part that long and 5 s more, and at least the 15 s a part allows itself (kit/server
 // stopGraceMs), before killing it.
@@ -311,12 +317,7 @@ function nodePart(name: string, entry: string, env: NodeJS.ProcessEnv): Part {
 }
 
 async function main(): Promise<void> {
-  if (!ONE_PROCESS.success) {
-    throw new StartupError(
-      `MCS_ONE_PROCESS must be true, false, 1 or 0 (or unset), not ${JSON.stringify(process.env.MCS_ONE_PROCESS)}`,
-    );
-  }
-  const oneProcess = ONE_PROCESS.data;
+  const oneProcess = ONE_PROCESS.data === true;
   const gatewayHost = connectHost(HOST);
   const listeners = [
     ...SERVICES.map((name) => ({

@@ -65,6 +65,10 @@ describe('pnpm start refuses at once', () => {
     await expectRefused('SERVICE_HOST', { SERVICE_HOST: 'http://0.0.0.0' });
   }, 30_000);
 
+  it('an MCS_ONE_PROCESS that is not a flag, as any other bad value (exit 78, not 1)', async () => {
+    await expectRefused('MCS_ONE_PROCESS', { MCS_ONE_PROCESS: 'yes' });
+  }, 30_000);
+
   it('a LOG_FORMAT other than json, rather than ignore it', async () => {
     await expectRefused('LOG_FORMAT', { LOG_FORMAT: 'JSON' });
   }, 30_000);
