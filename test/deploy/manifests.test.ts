@@ -187,6 +187,20 @@ describe.each(['overlays-local', 'overlays-production', 'overlays-cnpg'] as cons
       }
     });
 
+    it("sets the gateway's RATE_LIMIT_REPLICAS to its usual replica count (the HPA's minimum)", () => {
+      // Only while PostgreSQL cannot be reached does each gateway allow rate / RATE_LIMIT_REPLICAS:
+      // fewer than the gateways running would let an account through at more than its rate.
+      const gateway = objects().find((o) => o.kind === 'Deployment' && o.metadata.name === 'gateway')!;
+      const hpa = objects().find(
+        (o) => o.kind === 'HorizontalPodAutoscaler' && o.spec.scaleTargetRef.name === 'gateway',
+      );
+      const usual = hpa?.spec.minReplicas ?? gateway.spec.replicas;
+      const env = (gateway.spec.template.spec.containers as K8s[])
+        .find((c) => c.name === 'gateway')
+        ?.env?.find((e: K8s) => e.name === 'RATE_LIMIT_REPLICAS');
+      expect(Number(env?.value), 'RATE_LIMIT_REPLICAS').toBe(usual);
+    });
+
     it('covers every Deployment and the NATS StatefulSet with a PodDisruptionBudget', () => {
       const pdbs = objects().filter((o) => o.kind === 'PodDisruptionBudget');
       // The local overlay's one-instance development PostgreSQL has nothing to keep available.
