@@ -623,7 +623,7 @@ describe('an environment variable with a bad value', () => {
 });
 
 describe('MCS_ONE_PROCESS with a value that is not a flag', () => {
-  it('stops pnpm start before anything starts, with a clear message and exit 1', async () => {
+  it('stops pnpm start before anything starts, with one line naming it and exit 78, as any bad variable', async () => {
     const base = await freeBasePort();
     const child = spawn(process.execPath, ['scripts/start.ts'], {
       cwd: REPO_ROOT,
@@ -642,8 +642,10 @@ describe('MCS_ONE_PROCESS with a value that is not a flag', () => {
     child.stdout!.on('data', (c: Buffer) => (out += c));
     child.stderr!.on('data', (c: Buffer) => (out += c));
     const code = await new Promise((r) => child.once('exit', r));
-    expect(code, out).toBe(1);
-    expect(out).toMatch(/\[start\]\s+MCS_ONE_PROCESS must be true, false, 1 or 0 \(or unset\), not "yes"/);
+    expect(code, out).toBe(78);
+    expect(out).toMatch(
+      /^invalid environment:\n {2}MCS_ONE_PROCESS: must be true, false, 1 or 0 \(or unset\), not "yes"\n$/,
+    );
     expect(out).not.toMatch(/is up|using DATABASE_URL/);
   });
 });
