@@ -12,9 +12,7 @@ beforeAll(async () => {
   stack = await startStack({ env: { REQUEST_TIMEOUT: '2s', LISTEN_PING_INTERVAL: '1s' } });
 }, 120_000);
 afterAll(async () => {
-  const t = Date.now();
   await stack?.stop();
-  console.log("STOP", Date.now() - t);
 });
 
 /** Opens a connection, writes `parts` with `gapMs` between them; resolves what came back and when the server closed. */
