@@ -351,6 +351,15 @@ export function createHandler(deps: GatewayDeps) {
         throw fail('route_not_found', { message: 'No route for a path with "." or ".." segments.' });
       }
       path = canonicalPath(url.pathname);
+      // HTTP/1.1 requires Host (RFC 9112 3.2). The server leaves the check to us (part.ts:
+      // requireHostHeader false) so that the refusal is in the envelope, with a Request-Id.
+      if (req.headers.host === undefined && req.httpVersionMajor === 1 && req.httpVersionMinor >= 1) {
+        throw fail(
+          'malformed_request',
+          { message: 'An HTTP/1.1 request must carry a Host header.' },
+          { connection: 'close' },
+        );
+      }
       if (deps.dashboard && (path === '/dashboard' || path.startsWith('/dashboard/'))) {
         routeLabel = 'dashboard';
         return await deps.dashboard(req, res, path);

@@ -234,6 +234,8 @@ export async function startGateway(
       // 60 s limit run to 90).
       connectionsCheckingInterval: Math.min(1_000, env.REQUEST_TIMEOUT),
       ServerResponse: closingResponse(() => closing),
+      // Node would answer a missing Host with a bare, empty 400; the handler refuses it in the envelope.
+      requireHostHeader: false,
     },
     (req, res) => {
       res.on('close', answered);

@@ -248,6 +248,13 @@ describe('errors', () => {
     expectError(length, 400, 'invalid_request_error', 'malformed_request');
     const big = await raw(`GET /v1/products HTTP/1.1\r\nHost: x\r\nX-Pad: ${'x'.repeat(20_000)}\r\n\r\n`);
     expectError(big, 431, 'invalid_request_error', 'headers_too_large');
+    // HTTP/1.1 requires Host (RFC 9112 3.2): refused in the envelope too, not with Node's bare,
+    // empty 400.
+    const auth = `Authorization: Bearer ${keys.secret_key}\r\n`;
+    const hostless = await raw(`GET /v1/products HTTP/1.1\r\n${auth}Connection: close\r\n\r\n`);
+    expectError(hostless, 400, 'invalid_request_error', 'malformed_request');
+    expect(hostless.json.error.message).toContain('Host');
+    expect(hostless.headers.get('connection')).toBe('close');
     // The server goes on answering.
     expect((await call('GET', '/v1/products')).status).toBe(200);
   });

@@ -79,7 +79,7 @@ export const catalog = {
   malformed_request: {
     type: 'invalid_request_error',
     message: 'The request is not valid HTTP/1.1.',
-    doc: 'The request line or a header could not be parsed (a control character in a header, a `Content-Length` that is not a number, a bad chunk size). The connection is closed after this answer. HTTP clients and libraries never send such requests; a hand-written one might.',
+    doc: 'The request line or a header could not be parsed (a control character in a header, a `Content-Length` that is not a number, a bad chunk size, an HTTP/1.1 request without `Host`). The connection is closed after this answer. HTTP clients and libraries never send such requests; a hand-written one might.',
   },
   headers_too_large: {
     type: 'invalid_request_error',
