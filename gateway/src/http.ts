@@ -2,6 +2,7 @@
 // rate-limit, decode REST into the RPC's request message, guard Idempotency-Key, call the
 // owning service over Connect, render the answer or the spec's error envelope. No business
 // rules, no SQL of another part.
+import { isUtf8 } from 'node:buffer';
 import { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
 import { create, type DescMessage, type Message } from '@bufbuild/protobuf';
 import { type CallOptions, ConnectError } from '@connectrpc/connect';
@@ -272,6 +273,13 @@ export function createHandler(deps: GatewayDeps) {
         });
       }
       if (nestedDeeperThan(raw)) throw fail('invalid_json', { message: TOO_DEEP });
+      // JSON is exchanged as UTF-8 (RFC 8259 8.1). Decoded leniently, other bytes (Latin-1 sent
+      // as is) would be stored as U+FFFD in place of what the client wrote, and answered 200.
+      if (!isUtf8(raw)) {
+        throw fail('invalid_json', {
+          message: 'The request body is not valid UTF-8; send JSON encoded as UTF-8.',
+        });
+      }
       try {
         // A byte order mark before the JSON is ignored, as RFC 8259 lets a parser do.
         const text = raw.toString('utf8');

@@ -183,6 +183,23 @@ describe('errors', () => {
       'invalid_request_error',
       'invalid_json',
     );
+    // JSON travels as UTF-8 (RFC 8259 8.1): bytes that are not UTF-8 (Latin-1 sent as is) are
+    // refused, not stored with U+FFFD in place of what the client wrote.
+    const latin1 = Buffer.from(JSON.stringify(order('Zoë')), 'latin1');
+    const notUtf8 = await fetch(`${stack.baseUrl}/v1/orders`, {
+      dispatcher: agent,
+      method: 'POST',
+      headers: { authorization: `Bearer ${keys.secret_key}`, 'content-type': 'application/json' },
+      body: latin1,
+    });
+    const notUtf8Text = await notUtf8.text();
+    expectError(
+      { status: notUtf8.status, headers: notUtf8.headers, text: notUtf8Text, json: JSON.parse(notUtf8Text) },
+      400,
+      'invalid_request_error',
+      'invalid_json',
+    );
+    expect(JSON.parse(notUtf8Text).error.message).toContain('UTF-8');
     // A body that is not JSON by its Content-Type is refused by name (a form post, text, none).
     for (const type of [
       'application/x-www-form-urlencoded',

@@ -62,7 +62,7 @@ export const catalog = {
   invalid_json: {
     type: 'invalid_request_error',
     message: 'The request body is not valid JSON.',
-    doc: 'Request bodies are JSON objects sent with `Content-Type: application/json`.',
+    doc: 'Request bodies are JSON objects, encoded as UTF-8, sent with `Content-Type: application/json`.',
   },
   unsupported_media_type: {
     type: 'invalid_request_error',
