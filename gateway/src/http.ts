@@ -432,7 +432,9 @@ export function createHandler(deps: GatewayDeps) {
       if (route.testHelper && principal.livemode) throw apiError('test_mode_only');
 
       const rawKey = req.headers['idempotency-key'];
-      const key = method === 'POST' && typeof rawKey === 'string' ? rawKey : undefined;
+      // PATCH is an update's other form (routes.ts): its retry is held to the key as a POST's is.
+      const key =
+        (method === 'POST' || method === 'PATCH') && typeof rawKey === 'string' ? rawKey : undefined;
       if (key !== undefined && (key.length === 0 || key.length > 255))
         throw apiError('invalid_idempotency_key');
       const { init, json } = await decode(req, route, params, url);

@@ -583,6 +583,36 @@ describe('idempotency', () => {
     }
   });
 
+  it('holds PATCH, the other form of an update, to its key as it holds POST', async () => {
+    const product = await call('POST', '/v1/products', {
+      body: { name: 'Tea', price: 450, currency: 'EUR' },
+    });
+    const path = `/v1/products/${product.json.id}`;
+    const key = `patch-${Date.now()}`;
+    const first = await call('PATCH', path, { body: { price: 500 }, headers: { 'idempotency-key': key } });
+    expect(first.status, first.text).toBe(200);
+    // Another write in between: a retry of the first must not write its price over it again.
+    expect((await call('POST', path, { body: { price: 600 } })).status).toBe(200);
+    const retry = await call('PATCH', path, { body: { price: 500 }, headers: { 'idempotency-key': key } });
+    expect(retry.status, retry.text).toBe(200);
+    expect(retry.headers.get('idempotent-replayed')).toBe('true');
+    expect(retry.text).toBe(first.text);
+    expect((await call('GET', path)).json.price).toBe(600);
+    expectError(
+      await call('PATCH', path, { body: { price: 700 }, headers: { 'idempotency-key': key } }),
+      422,
+      'invalid_request_error',
+      'idempotency_key_reused',
+    );
+    expectError(
+      await call('PATCH', path, { body: { price: 700 }, headers: { 'idempotency-key': 'x'.repeat(256) } }),
+      400,
+      'invalid_request_error',
+      'invalid_idempotency_key',
+    );
+    expect((await call('GET', path)).json.price).toBe(600);
+  });
+
   it('checks the key length and does not store failed validation', async () => {
     expectError(
       await call('POST', '/v1/orders', { body: order(), headers: { 'idempotency-key': 'x'.repeat(256) } }),
