@@ -252,11 +252,8 @@ export const fieldMeta: Record<string, FieldMeta> = {
     description: `${maxRate.description} 0 removes the limit.`,
   },
   'UpdateWebhookEndpointRequest.url': endpointUrl,
-  'UpdateWebhookEndpointRequest.events': {
-    ...endpointEvents,
-    minItems: 0,
-    description: `${endpointEvents.description} An empty list leaves the subscription as it is.`,
-  },
+  // Not empty: an update refuses [] (rest/decode.ts), which would otherwise read as "unchanged".
+  'UpdateWebhookEndpointRequest.events': endpointEvents,
   'UpdateWebhookEndpointRequest.description': {
     ...endpointDescription,
     description: 'A label for the endpoint, up to 500 characters; an empty string clears it.',

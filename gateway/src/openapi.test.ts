@@ -8,6 +8,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { DecodeError, decodeObject } from '@mcs/rest';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { describe, expect, it } from 'vitest';
@@ -94,6 +95,27 @@ describe('the OpenAPI document', () => {
       if (keyed(method, op))
         expect(resolve(op.responses['200']!).headers['Idempotent-Replayed']).toBeDefined();
     }
+  });
+
+  it("refuses in an update's schema the empty list the decoder refuses (400 invalid_value)", () => {
+    const updates = routes.filter((r) => r.update);
+    expect(updates.length).toBeGreaterThan(0);
+    let lists = 0;
+    for (const route of updates) {
+      const op = (doc.paths as Record<string, Record<string, any>>)[route.path]?.post;
+      const schema = op?.requestBody?.content['application/json'].schema;
+      for (const [name, prop] of Object.entries((schema?.properties ?? {}) as Record<string, Schema>)) {
+        const array = prop.type === 'array' || (Array.isArray(prop.type) && prop.type.includes('array'));
+        if (!array) continue;
+        lists++;
+        expect(() => decodeObject(route.method.input, { [name]: [] }, '', { update: true })).toThrow(
+          DecodeError,
+        );
+        expect(prop.minItems, `${route.path} ${name}`).toBeGreaterThanOrEqual(1);
+        expect(prop.description ?? '', `${route.path} ${name}`).not.toMatch(/empty list leaves/i);
+      }
+    }
+    expect(lists).toBeGreaterThan(0);
   });
 
   it('requires every field of every resource (each is always rendered)', () => {

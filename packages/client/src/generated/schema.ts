@@ -4824,7 +4824,7 @@ export interface operations {
                     /** @description true: status becomes disabled with disabled_reason manual (nothing is sent, new events are not recorded for it); false: enabled again. */
                     disabled?: boolean;
                     /**
-                     * @description Event types to send, or "*" for every resource event type (operational webhook_endpoint.* types must be listed explicitly). An empty list leaves the subscription as it is.
+                     * @description Event types to send, or "*" for every resource event type (operational webhook_endpoint.* types must be listed explicitly).
                      * @example [
                      *       "order.created",
                      *       "order.updated"
