@@ -404,6 +404,10 @@ describe('event resend', () => {
     const backwards = await api(keys.secret_key, 'POST', '/v1/event_resends', { since, until: since });
     expect(backwards.status).toBe(400);
     expect(backwards.json.error).toMatchObject({ code: 'invalid_value', param: 'until' });
+    // Without until (now), a since in the future is the parameter at fault: the one sent.
+    const future = await api(keys.secret_key, 'POST', '/v1/event_resends', { since: '2099-01-01' });
+    expect(future.status).toBe(400);
+    expect(future.json.error).toMatchObject({ code: 'invalid_value', param: 'since' });
 
     const job = ok(await api(keys.secret_key, 'POST', '/v1/event_resends', { since, type: 'order.created' }));
     expect(job).toMatchObject({

@@ -306,6 +306,10 @@ export async function startBulkResend(
       message: 'Missing required parameter: since (an ISO 8601 time).',
     });
   }
+  // Without until (now), a since not before now is at fault: name the parameter the caller sent.
+  if (input.until === undefined && since.getTime() >= now.getTime()) {
+    throw apiError('invalid_value', { param: 'since', message: 'since must be in the past.' });
+  }
   const until = input.until ?? now;
   if (until.getTime() <= since.getTime()) {
     throw apiError('invalid_value', { param: 'until', message: 'until must be later than since.' });
