@@ -398,6 +398,15 @@ export function createHandler(deps: GatewayDeps) {
           const template = `/v1/webhooks/{id}/listen${listen.kind === 'ack' ? '/ack' : ''}`;
           throw publishableRefused(`${method} ${template}`);
         }
+        // Neither listen route takes a query parameter: one would be silently ignored.
+        const stray = url.search.length > 1 ? url.searchParams.keys().next().value : undefined;
+        if (stray !== undefined) {
+          throw new DecodeError(
+            'unknown_parameter',
+            stray,
+            `Unknown query parameter: ${stray.slice(0, 100)}. ${method} ${path} takes none.`,
+          );
+        }
         routeLabel = 'listen';
         return await deps.listen!.handle(listen, req, res, who, requestId);
       }

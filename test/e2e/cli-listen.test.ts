@@ -481,6 +481,20 @@ describe('mcs listen', () => {
     });
     expect(notListen.headers.get('request-id')).toMatch(/^req_/);
 
+    // A query parameter would be silently ignored (neither route takes one): refused, as on
+    // every other route.
+    const query = await stack.api(keys.secret_key, 'GET', `/v1/webhooks/${plain.json.id}/listen?events=*`);
+    expect(query.status).toBe(400);
+    expect(query.json.error).toMatchObject({ code: 'unknown_parameter', param: 'events' });
+    const ackQuery = await stack.api(
+      keys.secret_key,
+      'POST',
+      `/v1/webhooks/${plain.json.id}/listen/ack?status_code=200`,
+      { ack: 'nope' },
+    );
+    expect(ackQuery.status).toBe(400);
+    expect(ackQuery.json.error).toMatchObject({ code: 'unknown_parameter', param: 'status_code' });
+
     const missing = await stack.api(keys.secret_key, 'GET', '/v1/webhooks/we_missing/listen');
     expect(missing.status).toBe(404);
     const wrongMethod = await stack.api(keys.secret_key, 'POST', `/v1/webhooks/${plain.json.id}/listen`);
