@@ -200,6 +200,15 @@ describe('errors', () => {
       'invalid_json',
     );
     expect(JSON.parse(notUtf8Text).error.message).toContain('UTF-8');
+    // Nor a lone surrogate, which JSON can spell ("\ud800") but no text can hold.
+    const lone = JSON.stringify(order()).replace('"Ada"', '"A\\ud800"');
+    expectError(
+      await call('POST', '/v1/orders', { raw: lone }),
+      400,
+      'invalid_request_error',
+      'invalid_value',
+      'customer.name',
+    );
     // A body that is not JSON by its Content-Type is refused by name (a form post, text, none).
     for (const type of [
       'application/x-www-form-urlencoded',

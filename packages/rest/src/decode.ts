@@ -226,6 +226,13 @@ function decodeScalar(type: ScalarType, raw: unknown, param: string): unknown {
       // PostgreSQL text cannot hold NUL, and no field of ours has a use for it.
       if (raw.includes('\u0000'))
         throw new DecodeError('invalid_value', param, `${param} must not contain NUL characters.`);
+      // A lone surrogate (JSON's "\ud800" alone) is no character: stored, it would become U+FFFD.
+      if (!raw.isWellFormed())
+        throw new DecodeError(
+          'invalid_value',
+          param,
+          `${param} must be Unicode text: it has a lone surrogate (\\ud800–\\udfff without its pair).`,
+        );
       return raw;
     case ScalarType.BOOL:
       if (typeof raw !== 'boolean')

@@ -114,6 +114,25 @@ describe('decode', () => {
     expect(failure(() => decodeOrder({ bogus: 1 }))).toEqual({ code: 'unknown_parameter', param: 'bogus' });
   });
 
+  it('refuses text that is not Unicode (a lone surrogate), which storage would turn into U+FFFD', () => {
+    const order = (name: string) => ({
+      customer: { name, phone: '+4915112345678' },
+      currency: 'EUR',
+      items: [{ name: 'x', unit_amount: 5, quantity: 1 }],
+    });
+    for (const name of ['a\ud800b', 'a\udc00', '\ud83d']) {
+      expect(failure(() => decodeOrder(order(name)))).toEqual({
+        code: 'invalid_value',
+        param: 'customer.name',
+      });
+    }
+    // A pair is one character, as JSON's "\ud83d\udca5" is.
+    expect(decodeOrder(order('a\ud83d\udca5'))).toBeTruthy();
+    expect(
+      failure(() => decodeParams(commerce.ListOrdersRequestSchema, { starting_after: 'ord_\ud800' })),
+    ).toEqual({ code: 'invalid_value', param: 'starting_after' });
+  });
+
   it('refuses integers beyond the safe range', () => {
     expect(
       failure(() =>
