@@ -97,6 +97,18 @@ describe('the OpenAPI document', () => {
     }
   });
 
+  it('says of every update, and only of updates, that PATCH is accepted too (as Allow does)', () => {
+    for (const route of routes) {
+      const op = (doc.paths as Record<string, Record<string, any>>)[route.path]?.[
+        route.httpMethod.toLowerCase()
+      ];
+      expect(op, route.path).toBeDefined();
+      expect((op.description ?? '').includes('PATCH'), `${route.httpMethod} ${route.path}`).toBe(
+        route.update,
+      );
+    }
+  });
+
   it("refuses in an update's schema the empty list the decoder refuses (400 invalid_value)", () => {
     const updates = routes.filter((r) => r.update);
     expect(updates.length).toBeGreaterThan(0);

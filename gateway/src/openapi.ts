@@ -246,6 +246,11 @@ export function buildOpenApi(routes: Route[], serverUrl: string): OpenApiDocumen
       responses,
       'x-errors': Object.fromEntries([...errors].map(([status, codes]) => [String(status), codes])),
     };
+    // PATCH is accepted as an update's synonym (routes.ts; Allow lists it): one operation, said here.
+    if (route.update) {
+      operation.description =
+        `${operation.description ?? ''} Also accepted as PATCH to the same path (the same body, Idempotency-Key included).`.trim();
+    }
     if (!operation.description) delete operation.description;
     if (!parameters.length) delete operation.parameters;
     const bodyFields = input.fields.filter((f) => !pathParams.includes(f.name) && !isInternal(f));

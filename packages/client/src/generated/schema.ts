@@ -380,7 +380,7 @@ export interface paths {
         put?: never;
         /**
          * Update a product
-         * @description Only the fields given change; the currency is fixed at creation (product.updated).
+         * @description Only the fields given change; the currency is fixed at creation (product.updated). Also accepted as PATCH to the same path (the same body, Idempotency-Key included).
          */
         post: operations["UpdateProduct"];
         /**
@@ -516,7 +516,7 @@ export interface paths {
         put?: never;
         /**
          * Update a webhook endpoint
-         * @description Only the fields given change. disabled turns deliveries off and on.
+         * @description Only the fields given change. disabled turns deliveries off and on. Also accepted as PATCH to the same path (the same body, Idempotency-Key included).
          */
         post: operations["UpdateWebhookEndpoint"];
         /**
