@@ -13,9 +13,10 @@ import { errorLogger, type StartedPart, startConnectServer } from '@mcs/kit/serv
 import { startConsumer } from './consumer.ts';
 import { migrateWebhooks } from './db/migrate.ts';
 import { createEngine } from './delivery/engine.ts';
+import { maxInFlight } from './delivery/lanes.ts';
 import { createListenSender } from './delivery/listen.ts';
 import { sharePauses } from './delivery/pauses.ts';
-import { createProber } from './delivery/prober.ts';
+import { createProber, PROBE_BATCH } from './delivery/prober.ts';
 import { createReplayer } from './delivery/replayer.ts';
 import { createSender } from './delivery/sender.ts';
 import { startRetention } from './domain/retention.ts';
@@ -57,7 +58,7 @@ export async function startWebhooks(env: Env, log: Logger): Promise<StartedPart>
     http: createSender({
       timeoutMs: env.WEBHOOK_TIMEOUT,
       allowPrivate: policy.allowPrivate,
-      connectionsPerOrigin: env.WEBHOOK_CONCURRENCY,
+      connectionsPerOrigin: maxInFlight(env.WEBHOOK_CONCURRENCY) + PROBE_BATCH,
     }),
   });
   const mailer = createMailer({

@@ -27,6 +27,7 @@ import { recordEvent } from '../domain/fanout.ts';
 import { createSecretBox } from '../domain/secrets.ts';
 import { countingDb } from '../testing.ts';
 import { createEngine, type Engine, type EngineOptions } from './engine.ts';
+import { maxInFlight } from './lanes.ts';
 import { sharePauses } from './pauses.ts';
 import { createSender, type Sender } from './sender.ts';
 
@@ -51,7 +52,7 @@ function setup(
   const sender: Sender = createSender({
     timeoutMs,
     allowPrivate: over.allowPrivate ?? true,
-    connectionsPerOrigin: over.concurrency ?? 64, // as part.ts: the engine's overall cap
+    connectionsPerOrigin: maxInFlight(over.concurrency ?? 64), // as part.ts (no prober here)
     ...(over.ca ? { ca: over.ca } : {}),
   });
   const engine: Engine = createEngine({
@@ -301,6 +302,32 @@ describe('delivery engine', () => {
     expect(Date.now() - started).toBeLessThan(2_500);
     // The hanging attempts stay bounded: 4 fast slots, the slow lane at most twice that.
     expect(inFlight()).toBeLessThanOrEqual(12);
+  });
+
+  it("keeps more hanging endpoints than slots, on a healthy one's host, from delaying it", async () => {
+    // As above, but all on one host and port: the hanging attempts that moved to the slow lane
+    // still hold their connections, so the host's attempts in flight reach three times the
+    // overall cap. With connections per host capped at the overall cap, the healthy endpoint's
+    // attempt queued for a connection until the first hanging ones timed out (5 s).
+    const host = await receiver();
+    host.reply = (r) => (r.path.includes('/hang') ? { hang: true } : { status: 200 });
+    const engine = setup({ timeoutMs: 5_000, schedule: [60_000], concurrency: 4, perEndpoint: 4 });
+    const hanging = await Promise.all(
+      Array.from({ length: 6 }, (_, i) => endpointFor(`${host.url}/hang/${i}`)),
+    );
+    const healthy = await endpointFor(`${host.url}/ok`);
+    for (const a of hanging) for (let i = 0; i < 4; i++) await emit(a.caller, engine);
+    await until('every fast slot holding a hanging attempt', () => host.received.length >= 4);
+    // After 1 s (slowAfterMs) those move to the slow lane, and the next hanging ones start.
+    await new Promise((r) => setTimeout(r, 1_500));
+    const started = Date.now();
+    await emit(healthy.caller, engine);
+    await until(
+      'the healthy endpoint served',
+      () => host.received.some((r) => r.path.endsWith('/ok')),
+      4_000,
+    );
+    expect(Date.now() - started).toBeLessThan(2_500);
   });
 
   it("gives a failing endpoint's one slot to the delivery furthest along its schedule", async () => {

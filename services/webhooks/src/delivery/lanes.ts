@@ -11,6 +11,12 @@
 
 export type Lane = 'fast' | 'slow';
 
+/**
+ * The most attempts the lanes let be in flight at once for an overall cap of `concurrency`: the
+ * fast lane, and a slow lane of up to twice that (attempts moved there keep their connections).
+ */
+export const maxInFlight = (concurrency: number) => 3 * concurrency;
+
 /** One attempt's place in a lane, from its start to its end. */
 export interface LaneSlot {
   /** The receiver's answer (or the failure) is in: the attempt no longer moves to the slow lane. */
@@ -91,7 +97,8 @@ export function createLanes(opts: {
         lane === 'fast'
           ? setTimeout(() => {
               slowEndpoints.add(endpointId);
-              if (slow >= opts.concurrency * 2) return; // the slow lane's ceiling: it keeps its fast slot
+              // The slow lane's ceiling (maxInFlight less the fast lane): the attempt keeps its fast slot.
+              if (slow >= opts.concurrency * 2) return;
               lane = 'slow';
               fast--;
               slow++;

@@ -20,6 +20,9 @@ import { serviceSignature, standardSignature } from './sign.ts';
 
 const DAY_MS = 24 * 3600_000;
 
+/** Probes one process sends at once at most (one statement's endpoints). */
+export const PROBE_BATCH = 16;
+
 export interface ProberOptions {
   db: Db;
   box: SecretBox;
@@ -123,7 +126,7 @@ export function createProber(opts: ProberOptions): { runDue(): Promise<number> }
         update webhooks.endpoints set probe_at = ${new Date(now.getTime() + opts.leaseMs)}
          where id in (select id from webhooks.endpoints
                        where probe_at <= ${now} and status = 'unhealthy' and auto_recover
-                       order by probe_at limit 16 for update skip locked)
+                       order by probe_at limit ${PROBE_BATCH} for update skip locked)
         returning id, account_id, livemode, url, secret_sealed, probes, failing_since`);
       await Promise.all(
         rows.map((ep) =>

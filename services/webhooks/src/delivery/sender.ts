@@ -47,10 +47,12 @@ export interface SenderOptions {
   timeoutMs: number;
   allowPrivate: boolean;
   /**
-   * Connections to one host (scheme, name, port): no fewer than the attempts the engine runs at
-   * once (WEBHOOK_CONCURRENCY). The share of one endpoint is the engine's to limit (its lanes);
-   * a lower cap here would make the endpoints of one host, whatever their accounts, queue for each
-   * other's connections, and time spent queued counts against the attempt's deadline.
+   * Connections to one host (scheme, name, port): no fewer than the attempts the process can have
+   * in flight at once — the lanes' maxInFlight(WEBHOOK_CONCURRENCY), three times the overall cap
+   * since hanging attempts moved to the slow lane keep their connections, plus the prober's batch.
+   * The share of one endpoint is the engine's to limit (its lanes); a lower cap here would make
+   * the endpoints of one host, whatever their accounts, queue for each other's connections (a
+   * healthy one behind hanging ones), and time spent queued counts against the attempt's deadline.
    */
   connectionsPerOrigin: number;
   /** Trust only this CA (tests); by default the system's roots plus NODE_EXTRA_CA_CERTS. */
