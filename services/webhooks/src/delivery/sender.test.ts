@@ -39,3 +39,49 @@ describe('HTTP sender', () => {
     }
   });
 });
+
+describe('HTTP sender, a name with several addresses', () => {
+  it('tries the next address when the first refuses (as a browser or curl would)', async () => {
+    const url = new URL(
+      await rawReceiver('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok'),
+    );
+    // receiver.test: first ::1 (nothing listens on that port there), then the receiver's 127.0.0.1.
+    const sender = createSender({
+      timeoutMs: 3_000,
+      allowPrivate: true,
+      connectionsPerOrigin: 4,
+      lookup: async () => [
+        { address: '::1', family: 6 },
+        { address: '127.0.0.1', family: 4 },
+      ],
+    });
+    try {
+      const result = await sender.send(`http://receiver.test:${url.port}/hooks`, '{}', {});
+      expect(result).toMatchObject({ ok: true, statusCode: 200, excerpt: 'ok' });
+    } finally {
+      await sender.close();
+    }
+  });
+
+  it('still refuses the name when any of its addresses is not public', async () => {
+    const url = new URL(
+      await rawReceiver('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok'),
+    );
+    const sender = createSender({
+      timeoutMs: 3_000,
+      allowPrivate: false,
+      connectionsPerOrigin: 4,
+      lookup: async () => [
+        { address: '93.184.215.14', family: 4 },
+        { address: '127.0.0.1', family: 4 },
+      ],
+    });
+    try {
+      const result = await sender.send(`http://receiver.test:${url.port}/hooks`, '{}', {});
+      expect(result).toMatchObject({ ok: false, statusCode: null });
+      expect(result.error).toMatch(/receiver\.test resolves to 127\.0\.0\.1, which is not a public address/);
+    } finally {
+      await sender.close();
+    }
+  });
+});

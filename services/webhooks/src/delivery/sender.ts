@@ -1,9 +1,10 @@
 // One HTTP attempt: POST the signed bytes, one deadline for connect + TLS + headers + body,
 // no redirects, at most 64 KiB of the answer read. Connections are pooled per origin, and every
 // connection is opened to an address that passed the target check (target.ts).
+import type { LookupAddress } from 'node:dns';
 import net from 'node:net';
 import { Agent, buildConnector, type Dispatcher } from 'undici';
-import { resolveAllowed } from './target.ts';
+import { type LookupAll, resolveAllAllowed, resolveAllowed } from './target.ts';
 
 export const RESPONSE_CAP = 64 * 1024;
 export const USER_AGENT = 'mcs-webhooks/1.0 (+https://github.com/mcs)';
@@ -57,10 +58,31 @@ export interface SenderOptions {
   connectionsPerOrigin: number;
   /** Trust only this CA (tests); by default the system's roots plus NODE_EXTRA_CA_CERTS. */
   ca?: string;
+  /** Resolves names (tests); by default the system's resolver. */
+  lookup?: LookupAll;
 }
 
 export function createSender(opts: SenderOptions): Sender {
-  const base = buildConnector({ timeout: opts.timeoutMs, ...(opts.ca ? { ca: opts.ca } : {}) });
+  const resolveOpts = { timeoutMs: opts.timeoutMs, ...(opts.lookup ? { lookup: opts.lookup } : {}) };
+  // A name is resolved by net.connect through this lookup, which answers only when every address
+  // is allowed (the check on what the connection really uses), and with all of them: the socket
+  // tries each in turn (autoSelectFamily, 250 ms apart), so a receiver with one address down, or
+  // an IPv6 address this host cannot reach, is reached on the next one as any other client would.
+  const lookup: net.LookupFunction = (hostname, options, callback) => {
+    resolveAllAllowed(hostname, opts.allowPrivate, resolveOpts).then(
+      (all) => {
+        if (options.all) (callback as (err: null, all: LookupAddress[]) => void)(null, all);
+        else callback(null, all[0]!.address, all[0]!.family);
+      },
+      (err: NodeJS.ErrnoException) => callback(err, '', 0),
+    );
+  };
+  const base = buildConnector({
+    timeout: opts.timeoutMs,
+    lookup,
+    autoSelectFamily: true,
+    ...(opts.ca ? { ca: opts.ca } : {}),
+  } as buildConnector.BuildOptions);
   const agent = new Agent({
     connections: opts.connectionsPerOrigin,
     keepAliveTimeout: 30_000,
@@ -68,19 +90,14 @@ export function createSender(opts: SenderOptions): Sender {
     bodyTimeout: opts.timeoutMs,
     connect(options, callback) {
       const host = options.hostname;
-      resolveAllowed(host.startsWith('[') ? host.slice(1, -1) : host, opts.allowPrivate, {
-        timeoutMs: opts.timeoutMs,
-      }).then(
-        ({ address }) => {
-          base(
-            {
-              ...options,
-              hostname: address,
-              servername: options.servername ?? (net.isIP(host) ? undefined : host),
-            } as typeof options,
-            callback,
-          );
-        },
+      const bare = host.startsWith('[') ? host.slice(1, -1) : host;
+      // A name: the lookup above resolves and checks it. An address is never looked up: checked here.
+      if (!net.isIP(bare)) {
+        base(options, callback);
+        return;
+      }
+      resolveAllowed(bare, opts.allowPrivate, resolveOpts).then(
+        ({ address }) => base({ ...options, hostname: address } as typeof options, callback),
         (err: Error) => callback(err, null),
       );
     },

@@ -98,11 +98,23 @@ export async function resolveAllowed(
   allowPrivate: boolean,
   opts: { timeoutMs?: number; lookup?: LookupAll } = {},
 ): Promise<{ address: string; family: number }> {
+  return (await resolveAllAllowed(host, allowPrivate, opts))[0]!;
+}
+
+/**
+ * Every address of `host`, in the resolver's order, when all of them are allowed (else
+ * ForbiddenTargetError): a connection may try each in turn, as clients do when one is down.
+ */
+export async function resolveAllAllowed(
+  host: string,
+  allowPrivate: boolean,
+  opts: { timeoutMs?: number; lookup?: LookupAll } = {},
+): Promise<Array<{ address: string; family: number }>> {
   if (net.isIP(host)) {
     if (!allowPrivate && isForbiddenAddress(host)) {
       throw new ForbiddenTargetError(`${host} is not a public address`);
     }
-    return { address: host, family: net.isIP(host) };
+    return [{ address: host, family: net.isIP(host) }];
   }
   const all =
     opts.timeoutMs === undefined
@@ -114,7 +126,7 @@ export async function resolveAllowed(
     if (bad)
       throw new ForbiddenTargetError(`${host} resolves to ${bad.address}, which is not a public address`);
   }
-  return all[0]!;
+  return all;
 }
 
 /** Suffixes reserved for this machine or private networks (RFC 6761, 6762, 8375, ICANN 2024). */
