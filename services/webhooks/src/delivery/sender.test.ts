@@ -40,6 +40,19 @@ describe('HTTP sender', () => {
   });
 });
 
+describe('HTTP sender, malformed answers', () => {
+  it('records a status below 100 as an invalid answer, not as an internal assertion', async () => {
+    const sender = createSender({ timeoutMs: 3_000, allowPrivate: true, connectionsPerOrigin: 4 });
+    try {
+      const url = await rawReceiver('HTTP/1.1 099 Odd\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
+      const result = await sender.send(url, '{}', {});
+      expect(result).toMatchObject({ ok: false, statusCode: null, error: 'invalid HTTP response' });
+    } finally {
+      await sender.close();
+    }
+  });
+});
+
 describe('HTTP sender, a name with several addresses', () => {
   it('tries the next address when the first refuses (as a browser or curl would)', async () => {
     const url = new URL(

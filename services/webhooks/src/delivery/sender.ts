@@ -188,7 +188,17 @@ export function createSender(opts: SenderOptions): Sender {
           },
           onResponseError(_c, err) {
             const e = err as Error & { code?: string };
-            failed(timedOut ? timedOut.message : e.code ? `${e.code}: ${e.message}` : e.message);
+            failed(
+              timedOut
+                ? timedOut.message
+                : e.code === 'ERR_ASSERTION'
+                  ? // undici asserts on some malformed answers (a status below 100): the receiver's
+                    // fault, not an internal error, and its multi-line text is no last_error.
+                    'invalid HTTP response'
+                  : e.code
+                    ? `${e.code}: ${e.message}`
+                    : e.message,
+            );
           },
         },
       );
