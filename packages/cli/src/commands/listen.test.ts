@@ -1,6 +1,8 @@
-// `--events` of mcs listen: what the endpoint is made with.
+// `--events` of mcs listen: what the endpoint is made with; forwarding to the local server.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { expandEvents, lines } from './listen.ts';
+import { expandEvents, forward, lines } from './listen.ts';
 
 describe('expandEvents', () => {
   it('expands a family against every event type the API accepts, operational ones included', () => {
@@ -71,5 +73,32 @@ describe('lines of the listen stream', () => {
     await expect(read()).rejects.toThrow(/line longer than 4 MiB/);
     expect(sent).toBeLessThan(8);
     expect(s.canceled()).toBe(true);
+  });
+});
+
+describe('forwarding to the local server', () => {
+  it('reads only the start of an endless answer: the excerpt, at once, memory bounded', async () => {
+    // A 200 that streams without end (a dev server's event stream, a file served by mistake).
+    const chunk = Buffer.alloc(64 * 1024, 'x');
+    const server = http.createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      const more = () => {
+        while (!res.destroyed && res.write(chunk));
+        if (!res.destroyed) res.once('drain', more);
+      };
+      more();
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const result = await forward(`http://127.0.0.1:${port}/hooks`, '{}', {});
+      expect(result).toMatchObject({ status_code: 200, error: null });
+      expect(result.response_excerpt).toBe('x'.repeat(2048));
+      // Not read until the forward's 10 s deadline.
+      expect(result.latency_ms).toBeLessThan(2_000);
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
   });
 });

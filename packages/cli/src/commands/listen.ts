@@ -75,7 +75,40 @@ interface Forwarded {
   response_excerpt: string | null;
 }
 
-async function forward(url: string, body: string, headers: Record<string, string>): Promise<Forwarded> {
+/**
+ * The start of an answer's body, as text: at most EXCERPT_KEEP characters, read from at most
+ * that many UTF-8 bytes' worth of it; the rest is not read (the connection goes). A local server
+ * that streams without end, or a huge file, costs neither memory nor the forward's deadline.
+ */
+async function excerptOf(res: Response): Promise<string> {
+  if (!res.body) return '';
+  const reader = res.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  try {
+    while (size < EXCERPT_KEEP * 4) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      size += value.length;
+    }
+  } catch {
+    // Cut off (reset, timed out): the excerpt is what came.
+  } finally {
+    reader.cancel().catch(() => {});
+  }
+  return Buffer.concat(chunks)
+    .subarray(0, EXCERPT_KEEP * 4)
+    .toString('utf8')
+    .slice(0, EXCERPT_KEEP);
+}
+
+/** Forwards one delivery to the local server; what it answered, for the attempt log. */
+export async function forward(
+  url: string,
+  body: string,
+  headers: Record<string, string>,
+): Promise<Forwarded> {
   const started = performance.now();
   const ms = () => Math.round(performance.now() - started);
   try {
@@ -86,13 +119,8 @@ async function forward(url: string, body: string, headers: Record<string, string
       redirect: 'manual',
       signal: AbortSignal.timeout(FORWARD_TIMEOUT_MS),
     });
-    const text = await res.text().catch(() => '');
-    return {
-      status_code: res.status,
-      error: null,
-      latency_ms: ms(),
-      response_excerpt: text.slice(0, EXCERPT_KEEP),
-    };
+    const excerpt = await excerptOf(res);
+    return { status_code: res.status, error: null, latency_ms: ms(), response_excerpt: excerpt };
   } catch (err) {
     const e = err as Error & { cause?: { code?: string; errors?: Array<{ code?: string }> } };
     const why =
