@@ -53,8 +53,16 @@ export function createListenSender(opts: {
       error: ok
         ? null
         : (reply.error ?? (status !== null ? `HTTP ${status}` : 'no answer from the local server')),
-      // The local server's time as the CLI measured it; the whole hop if it said nothing.
-      latencyMs: typeof reply.latency_ms === 'number' ? reply.latency_ms : elapsed(),
+      // The local server's time as the CLI measured it; the whole hop if it said nothing. It is
+      // part of that hop, so never more: a number past what attempts.latency_ms holds (a CLI or
+      // a caller of the ack route may send any whole number) failed the attempt's record, and
+      // the delivery, never recorded, was sent again and again.
+      latencyMs: Math.min(
+        typeof reply.latency_ms === 'number' && reply.latency_ms >= 0
+          ? Math.round(reply.latency_ms)
+          : Infinity,
+        elapsed(),
+      ),
       excerpt: typeof reply.response_excerpt === 'string' ? reply.response_excerpt : null,
       retryAfterMs: null,
     };
