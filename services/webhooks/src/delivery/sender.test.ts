@@ -76,6 +76,25 @@ describe('HTTP sender, a name with several addresses', () => {
     }
   });
 
+  it('names every address tried when none answers', async () => {
+    const sender = createSender({
+      timeoutMs: 3_000,
+      allowPrivate: true,
+      connectionsPerOrigin: 4,
+      lookup: async () => [
+        { address: '::1', family: 6 },
+        { address: '127.0.0.1', family: 4 },
+      ],
+    });
+    try {
+      const result = await sender.send('http://receiver.test:1/hooks', '{}', {});
+      expect(result).toMatchObject({ ok: false, statusCode: null });
+      expect(result.error).toMatch(/^ECONNREFUSED: .*::1.*; .*127\.0\.0\.1/);
+    } finally {
+      await sender.close();
+    }
+  });
+
   it('still refuses the name when any of its addresses is not public', async () => {
     const url = new URL(
       await rawReceiver('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok'),

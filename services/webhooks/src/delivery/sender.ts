@@ -187,7 +187,9 @@ export function createSender(opts: SenderOptions): Sender {
             answered();
           },
           onResponseError(_c, err) {
-            const e = err as Error & { code?: string };
+            const e = err as Error & { code?: string; errors?: Error[] };
+            // Every address of a name refused: an AggregateError, its own message empty.
+            const message = e.message || (e.errors ?? []).map((x) => x.message).join('; ');
             failed(
               timedOut
                 ? timedOut.message
@@ -196,8 +198,8 @@ export function createSender(opts: SenderOptions): Sender {
                     // fault, not an internal error, and its multi-line text is no last_error.
                     'invalid HTTP response'
                   : e.code
-                    ? `${e.code}: ${e.message}`
-                    : e.message,
+                    ? `${e.code}: ${message}`
+                    : message,
             );
           },
         },
