@@ -73,12 +73,19 @@ export function createProber(opts: ProberOptions): { runDue(): Promise<number> }
     const body = pingBody(id, ep, at);
     const secret = opts.box.open(ep.secret_sealed);
     const ts = Math.floor(at.getTime() / 1000);
-    const result = await opts.sender.send(ep.url, body, {
-      'x-service-signature': serviceSignature(secret, body),
-      'webhook-id': id,
-      'webhook-timestamp': String(ts),
-      'webhook-signature': standardSignature(secret, id, ts, body),
-    });
+    const result = await opts.sender.send(
+      ep.url,
+      body,
+      {
+        'x-service-signature': serviceSignature(secret, body),
+        'webhook-id': id,
+        'webhook-timestamp': String(ts),
+        'webhook-signature': standardSignature(secret, id, ts, body),
+      },
+      // A listen endpoint's attempts go to its mcs listen session, which needs to know which
+      // endpoint and attempt this is (without, the probe never ran: retried at every lease).
+      { endpointId: ep.id, deliveryId: id, attempt: ep.probes + 1 },
+    );
     const now = clock();
     if (!result.ok) {
       await db.execute(sql`
