@@ -40,6 +40,50 @@ describe('HTTP sender', () => {
   });
 });
 
+describe('HTTP sender, answers whose body stalls or breaks off', () => {
+  /** A receiver that reads the request, writes `head`, then stalls (or, with `reset`, resets the connection). */
+  async function stallingReceiver(head: string, reset = false): Promise<string> {
+    const server = net.createServer((socket) => {
+      socket.on('error', () => {});
+      socket.once('data', () => {
+        socket.write(head);
+        if (reset) setTimeout(() => socket.resetAndDestroy(), 50);
+      });
+    });
+    servers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/hooks`;
+  }
+
+  it('takes a 2xx status that came in time, though the body stalls past the deadline or breaks off', async () => {
+    const sender = createSender({ timeoutMs: 1_000, allowPrivate: true, connectionsPerOrigin: 4 });
+    try {
+      const stalls = await stallingReceiver('HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial');
+      const started = Date.now();
+      expect(await sender.send(stalls, '{}', {})).toMatchObject({
+        ok: true,
+        statusCode: 200,
+        error: null,
+        excerpt: 'partial',
+      });
+      expect(Date.now() - started).toBeGreaterThanOrEqual(900); // it waited for the body first
+      const breaks = await stallingReceiver('HTTP/1.1 204 No Content\r\nContent-Length: 10\r\n\r\nab', true);
+      expect(await sender.send(breaks, '{}', {})).toMatchObject({ ok: true, statusCode: 204 });
+      // Not a 2xx: still a failure, as is no status at all.
+      const fails = await stallingReceiver('HTTP/1.1 500 Oops\r\nContent-Length: 100\r\n\r\nx');
+      expect(await sender.send(fails, '{}', {})).toMatchObject({ ok: false });
+      const nothing = await stallingReceiver('');
+      expect(await sender.send(nothing, '{}', {})).toMatchObject({
+        ok: false,
+        statusCode: null,
+        error: 'timed out after 1000 ms',
+      });
+    } finally {
+      await sender.close();
+    }
+  });
+});
+
 describe('HTTP sender, malformed answers', () => {
   it('records a status below 100 as an invalid answer, not as an internal assertion', async () => {
     const sender = createSender({ timeoutMs: 3_000, allowPrivate: true, connectionsPerOrigin: 4 });

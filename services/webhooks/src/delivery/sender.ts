@@ -1,6 +1,7 @@
-// One HTTP attempt: POST the signed bytes, one deadline for connect + TLS + headers + body,
-// no redirects, at most 64 KiB of the answer read. Connections are pooled per origin, and every
-// connection is opened to an address that passed the target check (target.ts).
+// One HTTP attempt: POST the signed bytes, one deadline for connect + TLS + headers + body (a
+// 2xx status in time succeeds though its body stalls), no redirects, at most 64 KiB of the
+// answer read. Connections are pooled per origin, and every connection is opened to an address
+// that passed the target check (target.ts).
 import type { LookupAddress } from 'node:dns';
 import net from 'node:net';
 import { Agent, buildConnector, type Dispatcher } from 'undici';
@@ -143,9 +144,14 @@ export function createSender(opts: SenderOptions): Sender {
           retryAfterMs: statusCode === 429 || statusCode === 503 ? parseRetryAfter(retryAfter) : null,
         });
       };
+      // A 2xx status line that came in time is the answer (spec 6.2: "a 2xx status within 10
+      // seconds"), though its body stalls or breaks off: counted as a failure, the event would be
+      // sent again to a receiver that had taken it.
+      const accepted = () => statusCode >= 200 && statusCode < 300;
       // One deadline for connect + TLS + headers + body.
       const timer = setTimeout(() => {
         timedOut = new Error(`timed out after ${opts.timeoutMs} ms`);
+        if (accepted()) answered(); // before the abort, whose error would settle it as failed
         controller?.abort(timedOut);
         failed(timedOut.message);
       }, opts.timeoutMs);
@@ -187,6 +193,7 @@ export function createSender(opts: SenderOptions): Sender {
             answered();
           },
           onResponseError(_c, err) {
+            if (accepted()) return answered(); // the body broke off after a 2xx status
             const e = err as Error & { code?: string; errors?: Error[] };
             // Every address of a name refused: an AggregateError, its own message empty.
             const message = e.message || (e.errors ?? []).map((x) => x.message).join('; ');
